@@ -1,0 +1,295 @@
+"""Beam transforms of RankingDataGen: word counts, tf.Transform tokenization, example assembly."""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import os
+
+import apache_beam as beam
+import numpy as np
+import pyarrow as pa
+import tensorflow as tf
+import tensorflow_transform.beam as tft_beam
+from tensorflow_transform.tf_metadata import schema_utils
+from tfx_bsl.tfxio import tensor_adapter, tensor_representation_util
+
+from components.ranking_datagen import outputs, tokenization
+from components.ranking_datagen.sampling import Group
+
+_NS = "rankpipe"
+_KEY = "key"
+# Texts per tokenizer call: large enough to amortize TF's per-call cost.
+_MIN_BATCH, _MAX_BATCH = 64, 2048
+
+
+class CountWords(beam.DoFn):
+    """Normalizes and splits a batch of texts in one TF call; emits (word, count) per batch."""
+
+    def __init__(self, lowercase: bool):
+        self._lowercase = lowercase
+
+    def process(self, batch: list[tuple[str, str]]):
+        texts = tf.constant([text for _, text in batch])
+        words = tokenization.split_words(tokenization.normalize(texts, self._lowercase))
+        counts = collections.Counter(words.flat_values.numpy().tolist())
+        for word, count in counts.items():
+            yield word.decode("utf-8", "replace"), count
+
+
+class LearnVocabulary(beam.PTransform):
+    """(key, text) -> one-element PCollection holding the learned WordPiece vocabulary."""
+
+    def __init__(self, vocab_size: int, lowercase: bool):
+        super().__init__()
+        self._vocab_size = vocab_size
+        self._lowercase = lowercase
+
+    def expand(self, texts):
+        return (
+            texts
+            | "Batch" >> beam.BatchElements(min_batch_size=_MIN_BATCH, max_batch_size=_MAX_BATCH)
+            | "CountWords" >> beam.ParDo(CountWords(self._lowercase))
+            | "SumCounts" >> beam.CombinePerKey(sum)
+            # The learner needs all counts at once; unique words are far fewer than tokens.
+            | "AllCounts" >> beam.combiners.ToList()
+            | "Learn"
+            >> beam.Map(lambda counts: tokenization.learn_wordpiece_vocab(counts, self._vocab_size))
+        )
+
+
+def _to_record_batch(batch: list[tuple[str, str]]) -> pa.RecordBatch:
+    keys = pa.array([[k.encode()] for k, _ in batch], type=pa.large_list(pa.large_binary()))
+    texts = pa.array([[t.encode()] for _, t in batch], type=pa.large_list(pa.large_binary()))
+    return pa.RecordBatch.from_arrays([texts, keys], [tokenization.RAW_TEXT_KEY, _KEY])
+
+
+def _tensor_adapter_config() -> tensor_adapter.TensorAdapterConfig:
+    schema = schema_utils.schema_from_feature_spec(tokenization.RAW_FEATURE_SPEC)
+    arrow_schema = pa.schema(
+        [
+            pa.field(tokenization.RAW_TEXT_KEY, pa.large_list(pa.large_binary())),
+            pa.field(_KEY, pa.large_list(pa.large_binary())),
+        ]
+    )
+    return tensor_adapter.TensorAdapterConfig(
+        arrow_schema, tensor_representation_util.InferTensorRepresentationsFromSchema(schema)
+    )
+
+
+def _unbatch(batch_and_passthrough):
+    # With output_record_batches, TFT returns passthrough keys as columns of the record batch.
+    record_batch, _ = batch_and_passthrough
+    column = record_batch.schema.get_field_index
+    keys = record_batch.column(column(_KEY))
+    token_ids = record_batch.column(column(tokenization.TOKEN_IDS_KEY))
+    unk = record_batch.column(column(tokenization.UNK_COUNT_KEY))
+    for i in range(record_batch.num_rows):
+        ids = np.asarray(token_ids[i].values.to_numpy(zero_copy_only=False), dtype=np.int64)
+        yield keys[i][0].as_py().decode(), (ids, int(unk[i][0].as_py()))
+
+
+class TokenizeWithTransform(beam.PTransform):
+    """Runs tf.Transform (analyze + transform) over (key, text) and writes the TransformGraph.
+
+    Output: (key, (token_ids, unk_count)). Batches go through the graph as Arrow record batches
+    (TFXIO), with the key passed through, so each tokenizer call sees a whole batch.
+    """
+
+    def __init__(self, vocab_file: str, lowercase: bool, transform_graph_dir: str, temp_dir: str):
+        super().__init__()
+        self._vocab_file = vocab_file
+        self._lowercase = lowercase
+        self._out_dir = transform_graph_dir
+        self._temp_dir = temp_dir
+
+    def expand(self, texts):
+        batches = (
+            texts
+            | "Batch" >> beam.BatchElements(min_batch_size=_MIN_BATCH, max_batch_size=_MAX_BATCH)
+            | "ToRecordBatch" >> beam.Map(_to_record_batch)
+        )
+        with tft_beam.Context(
+            temp_dir=self._temp_dir, force_tf_compat_v1=False, passthrough_keys={_KEY}
+        ):
+            (transformed, _), transform_fn = (
+                batches,
+                _tensor_adapter_config(),
+            ) | "AnalyzeAndTransform" >> tft_beam.AnalyzeAndTransformDataset(
+                tokenization.make_preprocessing_fn(self._vocab_file, self._lowercase),
+                output_record_batches=True,
+            )
+            _ = transform_fn | "WriteTransformGraph" >> tft_beam.WriteTransformFn(self._out_dir)
+        return transformed | "Unbatch" >> beam.FlatMap(_unbatch)
+
+
+class CountTokens(beam.DoFn):
+    """Beam metrics over the encoded texts: totals, [UNK]s and truncations."""
+
+    def __init__(self, max_query_length: int, max_doc_length: int):
+        self._limits = {"q": max_query_length, "d": max_doc_length}
+
+    def setup(self):
+        self._counters = {
+            name: beam.metrics.Metrics.counter(_NS, name)
+            for name in (
+                "texts_q",
+                "texts_d",
+                "tokens",
+                "unk_tokens",
+                "truncated_q",
+                "truncated_d",
+                "empty_after_tokenization",
+            )
+        }
+
+    def process(self, element):
+        key, (ids, unk) = element
+        kind = key[0]
+        self._counters[f"texts_{kind}"].inc()
+        self._counters["tokens"].inc(len(ids))
+        self._counters["unk_tokens"].inc(unk)
+        if len(ids) > self._limits[kind]:
+            self._counters[f"truncated_{kind}"].inc()
+        if len(ids) == 0:
+            self._counters["empty_after_tokenization"].inc()
+        yield element
+
+
+def _refs(group: Group):
+    yield "q:" + group.qid, (group.key, -1)
+    for position, docid in enumerate(group.docids):
+        yield "d:" + docid, (group.key, position)
+
+
+def _dispatch_tokens(element):
+    _, joined = element
+    tokens = joined["tokens"]
+    if not tokens:
+        return  # Texts no group refers to (most documents): nothing to emit.
+    ids = tokens[0][0]
+    for group_key, position in joined["refs"]:
+        yield group_key, (position, ids)
+
+
+def _int64(values) -> tf.train.Feature:
+    return tf.train.Feature(int64_list=tf.train.Int64List(value=values))
+
+
+def _float(values) -> tf.train.Feature:
+    return tf.train.Feature(float_list=tf.train.FloatList(value=values))
+
+
+def _bytes(values) -> tf.train.Feature:
+    return tf.train.Feature(bytes_list=tf.train.BytesList(value=[v.encode() for v in values]))
+
+
+class BuildExample(beam.DoFn):
+    """Group + its texts' token ids -> serialized tf.Example (schemas/ranking_examples)."""
+
+    def __init__(self, max_query_length: int, max_doc_length: int, unk_id: int):
+        self._max_q = max_query_length
+        self._max_d = max_doc_length
+        self._unk = np.array([unk_id], dtype=np.int64)
+
+    def process(self, element):
+        _, joined = element
+        (group,) = joined["group"]
+        parts = dict(joined["tokens"])
+        query_ids = parts[-1][: self._max_q]
+        docs = [parts[i][: self._max_d] for i in range(len(group.docids))]
+        # An empty text would make a zero-length feature that the schema forbids; [UNK] keeps
+        # the row (and the count above reports it).
+        query_ids = query_ids if len(query_ids) else self._unk
+        docs = [d if len(d) else self._unk for d in docs]
+        example = tf.train.Example(
+            features=tf.train.Features(
+                feature={
+                    "qid": _bytes([group.qid]),
+                    "docids": _bytes(group.docids),
+                    "query_ids": _int64(query_ids),
+                    "doc_ids": _int64(np.concatenate(docs)),
+                    "doc_lengths": _int64([len(d) for d in docs]),
+                    "labels": _float(group.labels),
+                    "judged": _int64(group.judged),
+                    "first_stage_scores": _float(group.scores),
+                    "first_stage_ranks": _int64(group.ranks),
+                }
+            )
+        )
+        beam.metrics.Metrics.counter(_NS, f"examples_{group.split}").inc()
+        yield group.split, group.key, example.SerializeToString()
+
+
+def shuffle_key(seed: int, key: str) -> bytes:
+    """Seeded pseudo-random order of an example: a hash, so it does not depend on the runner."""
+    return hashlib.sha256(f"{seed}:{key}".encode()).digest()
+
+
+class WriteShard(beam.DoFn):
+    """Writes one shard, its examples sorted by their seeded shuffle key.
+
+    Written by hand instead of with beam.io.WriteToTFRecord because that sink assigns elements to
+    shards and orders them as they arrive, so two runs would not give byte-identical files.
+    """
+
+    def __init__(self, out_dir: str, num_shards: dict[str, int]):
+        self._out_dir = out_dir
+        self._num_shards = num_shards
+
+    def process(self, element):
+        (split, shard), examples = element
+        n = self._num_shards[split]
+        path = os.path.join(outputs.split_dir(self._out_dir, split), outputs.shard_name(shard, n))
+        tf.io.gfile.makedirs(os.path.dirname(path))
+        with tf.io.TFRecordWriter(path, options="GZIP") as writer:
+            for _, serialized in sorted(examples):
+                writer.write(serialized)
+        yield path
+
+
+class WriteExamples(beam.PTransform):
+    """Joins groups with token ids and writes sharded, shuffled, gzipped TFRecords per split."""
+
+    def __init__(
+        self,
+        out_dir: str,
+        num_shards: dict[str, int],
+        seed: int,
+        max_query_length: int,
+        max_doc_length: int,
+        unk_id: int,
+    ):
+        super().__init__()
+        self._out_dir = out_dir
+        self._num_shards = num_shards
+        self._seed = seed
+        self._max_q = max_query_length
+        self._max_d = max_doc_length
+        self._unk_id = unk_id
+
+    def expand(self, inputs):
+        groups, tokens = inputs
+        refs = groups | "Refs" >> beam.FlatMap(_refs)
+        per_group = (
+            {"tokens": tokens, "refs": refs}
+            | "JoinTokens" >> beam.CoGroupByKey()
+            | "Dispatch" >> beam.FlatMap(_dispatch_tokens)
+        )
+        keyed_groups = groups | "KeyGroups" >> beam.Map(lambda g: (g.key, g))
+        seed, num_shards = self._seed, self._num_shards
+
+        def to_shard(item):
+            split, key, serialized = item
+            order = shuffle_key(seed, key)
+            shard = int.from_bytes(order[:8], "big") % num_shards[split]
+            return (split, shard), (order, serialized)
+
+        return (
+            {"group": keyed_groups, "tokens": per_group}
+            | "JoinGroups" >> beam.CoGroupByKey()
+            | "BuildExample" >> beam.ParDo(BuildExample(self._max_q, self._max_d, self._unk_id))
+            | "AssignShard" >> beam.Map(to_shard)
+            | "GroupShards" >> beam.GroupByKey()
+            | "WriteShards" >> beam.ParDo(WriteShard(self._out_dir, self._num_shards))
+        )

@@ -1,0 +1,297 @@
+"""Reading a whole collection for RankingDataGen, on top of the per-file readers.
+
+Queries, qrels, runs and explicit split lists are read in the driver into dicts that remember
+where each entry came from (file, line), so collection-level checks (a qrels qid with no query, a
+judged docid missing from the corpus) can name the offending line. Documents are read in Beam,
+one file per task; their bad records go to a side output that the executor summarizes.
+
+Every bad record goes through one `BadRecordReport`: under `on_bad_record: fail` the first one
+raises `BadRecordError` ("<file>:<line>: <problem>"); under `skip` it is dropped and counted per
+kind, with a few examples kept for summary.json.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from typing import Any, NamedTuple
+
+import apache_beam as beam
+import tensorflow as tf
+
+from components.ranking_datagen import readers
+from components.ranking_datagen.readers import BadRecord, BadRecordError
+
+# Kinds of bad records in the summary: the four reader kinds plus the query split lists/result.
+SPLITS_KIND = "splits"
+KINDS = (*readers.KINDS, SPLITS_KIND)
+MAX_EXAMPLES = 5
+
+
+class Location(NamedTuple):
+    path: str
+    line: int
+
+
+class BadRecordReport:
+    """Applies the bad-record policy and keeps counts and a few examples per kind."""
+
+    def __init__(self, policy: str, max_examples: int = MAX_EXAMPLES):
+        if policy not in readers.POLICIES:
+            raise ValueError(f"on_bad_record must be one of {readers.POLICIES}, got {policy!r}")
+        self.policy = policy
+        self.max_examples = max_examples
+        self._counts: Counter[str] = Counter()
+        self._examples: dict[str, list[str]] = {}
+
+    def add(self, kind: str, bad: BadRecord) -> None:
+        """Raises under "fail"; under "skip" counts the record (the caller drops it)."""
+        if self.policy == "fail":
+            raise BadRecordError(bad)
+        self.add_counted(kind, 1, [bad])
+
+    def add_counted(self, kind: str, count: int, examples: Iterable[BadRecord]) -> None:
+        """Merges records already counted elsewhere (the documents, counted in Beam)."""
+        if count <= 0:
+            return
+        self._counts[kind] += count
+        kept = self._examples.setdefault(kind, [])
+        for bad in examples:
+            if len(kept) >= self.max_examples:
+                break
+            kept.append(str(bad))
+
+    def count(self, kind: str | None = None) -> int:
+        return sum(self._counts.values()) if kind is None else self._counts[kind]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The summary.json entry: {"total", "by_kind", "examples"} (kinds in KINDS order)."""
+        kinds = [k for k in KINDS if self._counts[k]]
+        kinds += sorted(k for k in self._counts if k not in KINDS and self._counts[k])
+        return {
+            "total": self.count(),
+            "by_kind": {k: self._counts[k] for k in kinds},
+            "examples": {k: list(self._examples.get(k, [])) for k in kinds},
+        }
+
+
+def expand_paths(pattern: str) -> list[str]:
+    """Sorted files matching a path or glob (sorted: file order decides which duplicate wins)."""
+    paths = sorted(tf.io.gfile.glob(pattern))
+    if not paths:
+        raise FileNotFoundError(f"no file matches {pattern}")
+    return paths
+
+
+def _read_located(
+    kind: str, fmt: str, pattern: str, report: BadRecordReport
+) -> Iterator[tuple[Location, Any]]:
+    reader = readers.get_reader(kind, fmt)
+    for path in expand_paths(pattern):
+        for item in reader.read_with_lines(path):
+            if isinstance(item, BadRecord):
+                report.add(kind, item)
+            else:
+                yield Location(path, item[0]), item[1]
+
+
+def read_queries(pattern: str, fmt: str, report: BadRecordReport) -> dict[str, str]:
+    """qid -> text. A qid repeated in another file is a duplicate (the reader checks one file)."""
+    queries: dict[str, str] = {}
+    where: dict[str, Location] = {}
+    for loc, q in _read_located(readers.QUERIES, fmt, pattern, report):
+        if q.qid in where:
+            first = where[q.qid]
+            report.add(
+                readers.QUERIES,
+                BadRecord(
+                    loc.path, loc.line, f"duplicate qid {q.qid!r} (first seen at {first.path}:"
+                    f"{first.line})"
+                ),
+            )
+            continue
+        queries[q.qid] = q.text
+        where[q.qid] = loc
+    return queries
+
+
+class Judgments(NamedTuple):
+    """Qrels as qid -> {docid: relevance}, plus where each judgment was read."""
+
+    qrels: dict[str, dict[str, int]]
+    where: dict[tuple[str, str], Location]
+
+
+def read_qrels(pattern: str, fmt: str, report: BadRecordReport) -> Judgments:
+    qrels: dict[str, dict[str, int]] = {}
+    where: dict[tuple[str, str], Location] = {}
+    for loc, j in _read_located(readers.QRELS, fmt, pattern, report):
+        key = (j.qid, j.docid)
+        if key in where:
+            first = where[key]
+            report.add(
+                readers.QRELS,
+                BadRecord(
+                    loc.path,
+                    loc.line,
+                    f"duplicate pair qid {j.qid!r} docid {j.docid!r} (first seen at "
+                    f"{first.path}:{first.line})",
+                ),
+            )
+            continue
+        qrels.setdefault(j.qid, {})[j.docid] = j.relevance
+        where[key] = loc
+    return Judgments(qrels, where)
+
+
+class Run(NamedTuple):
+    """A TREC run as qid -> {docid: score}, plus where each entry was read."""
+
+    scores: dict[str, dict[str, float]]
+    where: dict[tuple[str, str], Location]
+
+
+def read_run(pattern: str, report: BadRecordReport) -> Run:
+    scores: dict[str, dict[str, float]] = {}
+    where: dict[tuple[str, str], Location] = {}
+    for loc, entry in _read_located(readers.RUN, "trec_run", pattern, report):
+        key = (entry.qid, entry.docid)
+        if key in where:
+            first = where[key]
+            report.add(
+                readers.RUN,
+                BadRecord(
+                    loc.path,
+                    loc.line,
+                    f"duplicate pair qid {entry.qid!r} docid {entry.docid!r} (first seen at "
+                    f"{first.path}:{first.line})",
+                ),
+            )
+            continue
+        scores.setdefault(entry.qid, {})[entry.docid] = entry.score
+        where[key] = loc
+    return Run(scores, where)
+
+
+def check_qrels(
+    judgments: Judgments,
+    queries: dict[str, str],
+    docids: set[str],
+    report: BadRecordReport,
+) -> None:
+    """Drops (under skip) judgments whose qid has no query or whose docid is not a document.
+
+    Checked in file order, so under fail the error names the first offending qrels line.
+    """
+    located = sorted(
+        ((loc, qid, docid) for (qid, docid), loc in judgments.where.items()),
+        key=lambda t: t[0],
+    )
+    for loc, qid, docid in located:
+        problems = []
+        if qid not in queries:
+            problems.append(f"qrels qid {qid!r} has no query")
+        if docid not in docids:
+            problems.append(f"judged docid {docid!r} (qid {qid!r}) is not in the corpus")
+        if problems:
+            report.add(readers.QRELS, BadRecord(loc.path, loc.line, "; ".join(problems)))
+            del judgments.qrels[qid][docid]
+            del judgments.where[(qid, docid)]
+    for qid in [q for q, docs in judgments.qrels.items() if not docs]:
+        del judgments.qrels[qid]
+
+
+def check_run(run: Run, docids: set[str], report: BadRecordReport) -> None:
+    """Drops (under skip) run entries whose docid is not a document: no text to encode."""
+    located = sorted(
+        ((loc, qid, docid) for (qid, docid), loc in run.where.items() if docid not in docids),
+        key=lambda t: t[0],
+    )
+    for loc, qid, docid in located:
+        report.add(
+            readers.RUN,
+            BadRecord(loc.path, loc.line, f"run docid {docid!r} (qid {qid!r}) is not in the corpus"),
+        )
+        del run.scores[qid][docid]
+        del run.where[(qid, docid)]
+
+
+class _ReadDocumentFile(beam.DoFn):
+    """(file index, path) -> (docid, text, file index); bad records to a tagged output.
+
+    Under "fail" the first bad record raises BadRecordError; either way each one is counted in
+    `rankpipe/bad_records_documents`, and every good one in `rankpipe/documents`.
+    """
+
+    def __init__(self, reader: readers.Reader, policy: str):
+        self._reader = reader
+        self._policy = policy
+
+    def setup(self) -> None:
+        self._bad = readers.bad_records_counter(readers.DOCUMENTS)
+        self._docs = beam.metrics.Metrics.counter(readers.METRICS_NAMESPACE, "documents")
+
+    def process(self, element: tuple[int, str]):
+        index, path = element
+        for item in self._reader.read_with_errors(path):
+            if isinstance(item, BadRecord):
+                self._bad.inc()
+                if self._policy == "fail":
+                    raise BadRecordError(item)
+                yield beam.pvalue.TaggedOutput(readers.BAD_RECORDS_TAG, item)
+            else:
+                self._docs.inc()
+                yield item.docid, item.text, index
+
+
+class ReadDocuments(beam.PTransform):
+    """Document files -> PCollections "documents" of (docid, text, file index) and "bad" of
+    BadRecord (a DoOutputsTuple). Documents are reshuffled after reading so that the work
+    downstream spreads over all workers even when the collection is one file."""
+
+    def __init__(self, pattern: str, fmt: str, policy: str, allow_empty_text: bool = False):
+        super().__init__()
+        self._paths = expand_paths(pattern)
+        self._policy = policy
+        self._reader = readers.get_reader(readers.DOCUMENTS, fmt, allow_empty_text=allow_empty_text)
+
+    @property
+    def paths(self) -> list[str]:
+        return self._paths
+
+    def expand(self, p):
+        out = (
+            p
+            | "Paths" >> beam.Create(list(enumerate(self._paths)))
+            | "Read"
+            >> beam.ParDo(_ReadDocumentFile(self._reader, self._policy)).with_outputs(
+                readers.BAD_RECORDS_TAG, main="documents"
+            )
+        )
+        documents = out.documents | "Spread" >> beam.Reshuffle()
+        return {"documents": documents, "bad": out[readers.BAD_RECORDS_TAG]}
+
+
+_ERROR_RE = re.compile(r"BadRecordError: (?P<path>.*?):(?P<line>\d+): (?P<problem>.*)")
+
+
+def unwrap_bad_record_error(error: BaseException) -> BadRecordError | None:
+    """The BadRecordError behind an exception from a Beam pipeline, or None.
+
+    In-process runners re-raise it with " [while running '<step>']" appended to the message;
+    multi-process ones raise a RuntimeError holding the worker's traceback as text. Either way
+    the run should stop with the plain "<file>:<line>: <problem>" message.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, BadRecordError):
+            return BadRecordError(current.bad_record)
+        current = current.__cause__ or current.__context__
+    m = _ERROR_RE.search(str(error))
+    if m is None:
+        return None
+    problem = m.group("problem").split(" [while running", 1)[0].rstrip()
+    return BadRecordError(BadRecord(m.group("path"), int(m.group("line")), problem))

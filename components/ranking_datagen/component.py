@@ -1,0 +1,54 @@
+"""RankingDataGen: a Beam TFX component turning a raw collection into ranking examples."""
+
+from __future__ import annotations
+
+import json
+
+from tfx import types
+from tfx.dsl.components.base import base_beam_component, executor_spec
+from tfx.types import component_spec, standard_artifacts
+
+from components import artifacts
+from components.ranking_datagen import executor
+
+
+class RankingDataGenSpec(types.ComponentSpec):
+    PARAMETERS = {
+        # JSON of pipelines.config.CollectionConfig / DatagenConfig.
+        "collection": component_spec.ExecutionParameter(type=str),
+        "datagen": component_spec.ExecutionParameter(type=str),
+    }
+    INPUTS = {}
+    OUTPUTS = {
+        "examples": component_spec.ChannelParameter(type=standard_artifacts.Examples),
+        "transform_graph": component_spec.ChannelParameter(type=standard_artifacts.TransformGraph),
+        "vocabulary": component_spec.ChannelParameter(type=artifacts.Vocabulary),
+        "qrels": component_spec.ChannelParameter(type=artifacts.Qrels),
+        "first_stage_run": component_spec.ChannelParameter(type=artifacts.TrecRun),
+        "summary": component_spec.ChannelParameter(type=artifacts.DatagenSummary),
+    }
+
+
+class RankingDataGen(base_beam_component.BaseBeamComponent):
+    """Reads documents/queries/qrels (and optionally a first-stage run) and writes:
+
+    examples (train/dev/test, sharded gzip TFRecords), the tf.Transform graph that tokenizes raw
+    text, the WordPiece vocabulary, the qrels and the first-stage run, and a summary of counts.
+    """
+
+    SPEC_CLASS = RankingDataGenSpec
+    EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(executor.Executor)
+
+    def __init__(self, collection: dict, datagen: dict):
+        super().__init__(
+            spec=RankingDataGenSpec(
+                collection=json.dumps(collection, sort_keys=True),
+                datagen=json.dumps(datagen, sort_keys=True),
+                examples=types.Channel(type=standard_artifacts.Examples),
+                transform_graph=types.Channel(type=standard_artifacts.TransformGraph),
+                vocabulary=types.Channel(type=artifacts.Vocabulary),
+                qrels=types.Channel(type=artifacts.Qrels),
+                first_stage_run=types.Channel(type=artifacts.TrecRun),
+                summary=types.Channel(type=artifacts.DatagenSummary),
+            )
+        )

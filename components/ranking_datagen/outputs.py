@@ -1,0 +1,113 @@
+"""RankingDataGen's output files: staging, publishing, and the small text artifacts.
+
+Everything is written under a staging directory first and moved into the artifact URIs only
+once the whole run has succeeded; on failure the executor clears the URIs, so a failed run
+never leaves a partial artifact that a later component (or a cache hit) could read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import tensorflow as tf
+
+SUMMARY_JSON = "summary.json"
+SUMMARY_MD = "summary.md"
+
+
+def shard_name(shard: int, num_shards: int) -> str:
+    return f"data_tfrecord-{shard:05d}-of-{num_shards:05d}.gz"
+
+
+def split_dir(examples_dir: str, split: str) -> str:
+    return os.path.join(examples_dir, f"Split-{split}")
+
+
+def write_text(path: str, text: str) -> None:
+    tf.io.gfile.makedirs(os.path.dirname(path))
+    with tf.io.gfile.GFile(path, "w") as f:
+        f.write(text)
+
+
+def write_run(path: str, ranked: dict[str, list[tuple[str, float, int]]], run_id: str) -> None:
+    """TREC run, ranks 1..n in trec_eval order. Scores keep full precision (repr): rounding
+    could create ties that trec_eval would break differently from our ranks."""
+    lines = [
+        f"{qid} Q0 {docid} {rank} {score!r} {run_id}\n"
+        for qid in sorted(ranked)
+        for docid, score, rank in ranked[qid]
+    ]
+    write_text(path, "".join(lines))
+
+
+def write_qrels(path: str, qrels: dict[str, dict[str, int]]) -> None:
+    lines = [
+        f"{qid} 0 {docid} {rel}\n" for qid in sorted(qrels) for docid, rel in sorted(qrels[qid].items())
+    ]
+    write_text(path, "".join(lines))
+
+
+def complete_shards(examples_dir: str, num_shards: dict[str, int]) -> None:
+    """Writes an empty shard where hashing sent no example, so each -of-N set is whole."""
+    for split, n in num_shards.items():
+        tf.io.gfile.makedirs(split_dir(examples_dir, split))
+        for shard in range(n):
+            path = os.path.join(split_dir(examples_dir, split), shard_name(shard, n))
+            if not tf.io.gfile.exists(path):
+                with tf.io.TFRecordWriter(path, options="GZIP"):
+                    pass
+
+
+def publish(staged: dict[str, str], uris: dict[str, str]) -> None:
+    """Moves every entry of each staged directory into the artifact URI of the same name."""
+    for name, stage_dir in staged.items():
+        tf.io.gfile.makedirs(uris[name])
+        for entry in sorted(tf.io.gfile.listdir(stage_dir)):
+            entry = entry.rstrip("/")
+            tf.io.gfile.rename(
+                os.path.join(stage_dir, entry), os.path.join(uris[name], entry), overwrite=True
+            )
+
+
+def clear(uris: list[str]) -> None:
+    """Removes whatever a failed run left in the artifact URIs (the directories stay)."""
+    for uri in uris:
+        if not tf.io.gfile.isdir(uri):
+            continue
+        for entry in tf.io.gfile.listdir(uri):
+            path = os.path.join(uri, entry.rstrip("/"))
+            if tf.io.gfile.isdir(path):
+                tf.io.gfile.rmtree(path)
+            else:
+                tf.io.gfile.remove(path)
+
+
+def _md_value(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4f}"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {_md_value(v)}" for k, v in value.items()) or "-"
+    return str(value)
+
+
+def summary_markdown(summary: dict[str, Any]) -> str:
+    """summary.json as a table, with the bad-record examples listed below it."""
+    rows = [f"| {key} | {_md_value(value)} |" for key, value in summary.items() if key != "bad_records"]
+    bad = summary.get("bad_records", {})
+    rows.append(f"| bad_records | {bad.get('total', 0)} ({_md_value(bad.get('by_kind', {}))}) |")
+    text = "# RankingDataGen summary\n\n| count | value |\n|---|---|\n" + "\n".join(rows) + "\n"
+    examples = bad.get("examples", {})
+    if any(examples.values()):
+        text += "\n## Skipped bad records (first few per kind)\n"
+        for kind, lines in examples.items():
+            text += f"\n### {kind} ({bad['by_kind'][kind]})\n\n"
+            text += "".join(f"- `{line}`\n" for line in lines)
+    return text
+
+
+def write_summary(summary_dir: str, summary: dict[str, Any]) -> None:
+    write_text(os.path.join(summary_dir, SUMMARY_JSON), json.dumps(summary, indent=2) + "\n")
+    write_text(os.path.join(summary_dir, SUMMARY_MD), summary_markdown(summary))
+

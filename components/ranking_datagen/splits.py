@@ -1,0 +1,69 @@
+"""Deterministic train/dev/test assignment of queries: k-fold by qid hash, or explicit lists."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import NamedTuple
+
+import tensorflow as tf
+
+from components.ranking_datagen.readers import BadRecord
+
+SPLITS = ("train", "dev", "test")
+
+
+def fold_of(qid: str, num_folds: int, seed: int) -> int:
+    """A stable hash of (seed, qid) mod num_folds: independent of the other queries and of
+    Python's per-process hash randomization."""
+    digest = hashlib.sha256(f"{seed}:{qid}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") % num_folds
+
+
+def kfold_split(qid: str, num_folds: int, dev_fold: int, test_fold: int, seed: int) -> str:
+    """Assigns a query by its fold: the same config always gives the same split."""
+    fold = fold_of(qid, num_folds, seed)
+    if fold == test_fold:
+        return "test"
+    if fold == dev_fold:
+        return "dev"
+    return "train"
+
+
+def read_qid_list(path: str) -> list[tuple[int, str]]:
+    """(line, qid) per non-blank line of a qid list file; `#` starts a comment."""
+    out = []
+    with tf.io.gfile.GFile(path, "r") as f:
+        for number, line in enumerate(f, start=1):
+            qid = line.split("#", 1)[0].strip()
+            if qid:
+                out.append((number, qid))
+    return out
+
+
+class ExplicitSplit(NamedTuple):
+    assignment: dict[str, str]  # qid -> split
+    where: dict[str, tuple[str, int]]  # qid -> (list file, line)
+    bad: list[BadRecord]  # qids listed twice (the first listing wins)
+
+
+def explicit_split(train: str, dev: str, test: str) -> ExplicitSplit:
+    """qid -> split from three qid list files; a qid listed twice is a bad record."""
+    assignment: dict[str, str] = {}
+    where: dict[str, tuple[str, int]] = {}
+    bad: list[BadRecord] = []
+    for split, path in zip(SPLITS, (train, dev, test)):
+        for line, qid in read_qid_list(path):
+            if qid in assignment:
+                first_path, first_line = where[qid]
+                bad.append(
+                    BadRecord(
+                        path,
+                        line,
+                        f"duplicate qid {qid!r}: already in the {assignment[qid]} split "
+                        f"({first_path}:{first_line})",
+                    )
+                )
+                continue
+            assignment[qid] = split
+            where[qid] = (path, line)
+    return ExplicitSplit(assignment, where, bad)

@@ -1,0 +1,226 @@
+"""`rankpipe eval` (trec_eval v10 look-alike) and `rankpipe compare` (paired tests).
+
+Usable without the console script: python -m components.ranking_evaluator.eval_cli eval ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Mapping
+
+from components.ranking_evaluator.significance import compare_per_query
+from components.ranking_evaluator.trec_eval import (
+    MalformedLineError,
+    MeasureInfo,
+    aggregate,
+    compute_metrics,
+    normalize_measures,
+    read_qrels,
+    read_run_with_runid,
+    relstrings,
+    resolve_measures,
+)
+
+__all__ = ["compare_main", "eval_main", "format_line", "main"]
+
+
+class _UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    # Raise instead of exiting so that *_main can return a status.
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise _UsageError(f"{message}\n{self.format_usage().rstrip()}")
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
+
+
+def _eval_parser() -> _Parser:
+    p = _Parser(
+        prog="rankpipe eval",
+        description="Evaluate a TREC run against qrels; output as trec_eval v10 prints it.",
+    )
+    p.add_argument("qrels", help="qrels file: qid iter docno rel")
+    p.add_argument("run", help="run file: qid iter docno rank score runid")
+    p.add_argument("-q", action="store_true", help="also print per-query values")
+    p.add_argument(
+        "-m",
+        action="append",
+        metavar="MEASURE",
+        help="measure, family with parameters (P.5,10, ndcg_cut.5,10) or nickname "
+        "(official [default], all_trec, set); repeatable. As in trec_eval, the first "
+        "parameters given for a family are the ones used",
+    )
+    p.add_argument("-l", type=int, default=1, metavar="LEVEL", help="min relevant grade [1]")
+    p.add_argument(
+        "-c", action="store_true", help="average over all qrels queries, 0 for missing ones"
+    )
+    p.add_argument("-M", type=_positive_int, metavar="N", help="use only the top N docs per query")
+    p.add_argument("-J", action="store_true", help="evaluate over judged documents only")
+    p.add_argument("-n", action="store_true", help="no summary ('all') lines")
+    return p
+
+
+def _compare_parser() -> _Parser:
+    p = _Parser(
+        prog="rankpipe compare",
+        description="Compare run B against baseline A per query: means, wins/ties/losses of "
+        "B, paired t-test and randomization test p-values. Every qrels query is used; a "
+        "query a run lacks scores 0 (trec_eval -c).",
+    )
+    p.add_argument("qrels")
+    p.add_argument("run_a", help="baseline run (A)")
+    p.add_argument("run_b", help="run compared with the baseline (B)")
+    p.add_argument("-m", action="append", required=True, metavar="MEASURE", help="repeatable")
+    p.add_argument("--seed", type=int, default=0, help="randomization test seed [0]")
+    p.add_argument("--trials", type=_positive_int, default=10000, help="randomization trials")
+    p.add_argument("-l", type=int, default=1, metavar="LEVEL", help="min relevant grade [1]")
+    p.add_argument("-M", type=_positive_int, metavar="N", help="use only the top N docs per query")
+    p.add_argument("-J", action="store_true", help="evaluate over judged documents only")
+    return p
+
+
+def format_line(measure: MeasureInfo, qid: str, value: float | str) -> str:
+    """One output line exactly as trec_eval prints it."""
+    # trec_eval: printf("%-22s\t%s\t%6.4f\n"), integers with %ld, relstring quoted.
+    if measure.family == "relstring":
+        text = f"'{value}'"
+    elif measure.family == "runid":
+        text = str(value)
+    elif measure.integer:
+        text = str(int(value))
+    else:
+        text = f"{value:6.4f}"
+    return f"{measure.name:<22}\t{qid}\t{text}\n"
+
+
+def _render_eval(args: argparse.Namespace) -> str:
+    requested = normalize_measures(args.m or ["official"], first_params_win=True)
+    layout = resolve_measures(requested)
+    qrels = read_qrels(args.qrels)
+    run, runid = read_run_with_runid(args.run)
+    per_query = compute_metrics(
+        qrels, run, requested, args.l, args.J, max_docs_per_query=args.M, complete=args.c
+    )
+    if not per_query:
+        raise ValueError("no queries with both results and relevance info")
+    strings: Mapping[str, str] = {}
+    for m in layout:
+        if m.family == "relstring":
+            length = int(float(m.name.partition("_")[2] or 10))
+            strings = relstrings(
+                qrels, run, length, args.J, max_docs_per_query=args.M, complete=args.c
+            )
+    lines = []
+    if args.q:
+        for qid, row in per_query.items():
+            for m in layout:
+                if m.per_query:
+                    value = strings.get(qid, "") if m.family == "relstring" else row[m.name]
+                    lines.append(format_line(m, qid, value))
+    if not args.n:
+        summary = aggregate(
+            per_query, qrels=qrels, complete=args.c, relevance_level=args.l, runid=runid
+        )
+        for m in layout:
+            if m.summary:
+                lines.append(format_line(m, "all", summary[m.name]))
+    return "".join(lines)
+
+
+def eval_main(argv: list[str]) -> int:
+    """`rankpipe eval QRELS RUN [-q] [-m MEASURE ...] [-l LEVEL] [-c] [-M N] [-J] [-n]`."""
+    try:
+        args = _eval_parser().parse_args(argv)
+    except _UsageError as exc:
+        print(f"rankpipe eval: {exc}", file=sys.stderr)
+        return 2
+    except SystemExit as exc:  # -h
+        return int(exc.code or 0)
+    return _run("eval", lambda: sys.stdout.write(_render_eval(args)))
+
+
+def _render_compare(args: argparse.Namespace) -> str:
+    requested = normalize_measures(args.m, first_params_win=True)
+    # Only measures with per-query values can be paired.
+    names = [m.name for m in resolve_measures(requested) if m.per_query and m.summary]
+    if not names:
+        raise ValueError(f"no per-query measure among {args.m}")
+    qrels = read_qrels(args.qrels)
+    evaluated = []
+    for path in (args.run_a, args.run_b):
+        run, runid = read_run_with_runid(path)
+        per_query = compute_metrics(
+            qrels, run, requested, args.l, args.J, max_docs_per_query=args.M, complete=True
+        )
+        evaluated.append((per_query, runid))
+    (per_a, runid_a), (per_b, runid_b) = evaluated
+    if not per_a:
+        raise ValueError(f"no judged queries in {args.qrels}")
+    result = compare_per_query(per_a, per_b, names, trials=args.trials, seed=args.seed)
+    lines = [
+        f"# A: {args.run_a} (runid {runid_a})  B: {args.run_b} (runid {runid_b})\n",
+        f"# queries: {len(per_a)}  randomization trials: {args.trials}  seed: {args.seed}  "
+        "delta = B - A, win = B better\n",
+        f"{'measure':<22}\tmean_A\tmean_B\tdelta\twin\ttie\tloss\tttest_p\trand_p\n",
+    ]
+    for name in names:
+        r = result[name]
+        lines.append(
+            f"{name:<22}\t{r['mean_a']:.4f}\t{r['mean_b']:.4f}\t{r['mean_delta']:+.4f}\t"
+            f"{r['wins']}\t{r['ties']}\t{r['losses']}\t"
+            f"{_format_p(r['ttest_p'])}\t{_format_p(r['randomization_p'])}\n"
+        )
+    return "".join(lines)
+
+
+def _format_p(p: float) -> str:
+    return f"{p:.4f}" if not p < 1e-4 else f"{p:.1e}"  # NaN stays "nan"
+
+
+def compare_main(argv: list[str]) -> int:
+    """`rankpipe compare QRELS RUN_A RUN_B -m MEASURE [-m ...] [--seed S] [--trials N]`."""
+    try:
+        args = _compare_parser().parse_args(argv)
+    except _UsageError as exc:
+        print(f"rankpipe compare: {exc}", file=sys.stderr)
+        return 2
+    except SystemExit as exc:  # -h
+        return int(exc.code or 0)
+    return _run("compare", lambda: sys.stdout.write(_render_compare(args)))
+
+
+def _run(command: str, render: Callable[[], object]) -> int:
+    try:
+        render()
+    except MalformedLineError as exc:
+        print(f"rankpipe {command}: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"rankpipe {command}: cannot read {exc.filename}: {exc.strerror}", file=sys.stderr)
+        return 2
+    except ValueError as exc:
+        print(f"rankpipe {command}: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Dispatch `eval` / `compare` (what the rankpipe console script does for them)."""
+    argv = sys.argv[1:] if argv is None else argv
+    commands = {"eval": eval_main, "compare": compare_main}
+    if not argv or argv[0] not in commands:
+        print("usage: eval_cli {eval,compare} ...", file=sys.stderr)
+        return 2
+    return commands[argv[0]](argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

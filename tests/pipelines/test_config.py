@@ -1,0 +1,130 @@
+"""Config loading: every broken config fails before any component runs, naming key and file."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pipelines.config import CONFIG_DIR, PipelineConfig, load_config
+from pipelines.config_loader import ConfigError
+
+SHIPPED = sorted(CONFIG_DIR.glob("*.yaml"))
+
+
+def _write(tmp_path: Path, data: dict) -> Path:
+    path = tmp_path / "broken.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def _demo_data(**changes) -> dict:
+    data = yaml.safe_load((CONFIG_DIR / "demo.yaml").read_text())
+    for key, value in changes.items():
+        node = data
+        *parents, leaf = key.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return data
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
+def test_shipped_configs_load(path: Path, shared_data: Path) -> None:
+    config = load_config(path)
+    assert isinstance(config, PipelineConfig)
+    assert config.runner.pipeline_name.startswith("rankpipe-")
+    assert Path(config.runner.pipeline_root).is_absolute()
+    # The main metric is always among the measures the evaluator computes.
+    assert config.evaluator.main_metric in config.evaluator.measures
+
+
+def test_cranfield_paths_resolve_to_shared_data(shared_data: Path) -> None:
+    config = load_config("cranfield")
+    assert Path(config.collection.documents) == shared_data / "cranfield" / "cran.all.1400"
+    assert config.collection.documents_format == "cranfield"
+
+
+def test_override_changes_type_checked_value() -> None:
+    config = load_config("demo", ["trainer.learning_rate=3e-4", "datagen.sampling.mode=listwise"])
+    assert config.trainer.learning_rate == pytest.approx(3e-4)
+    assert config.datagen.sampling.mode == "listwise"
+
+
+def test_integer_accepted_for_float_but_not_string_for_int() -> None:
+    assert load_config("demo", ["trainer.learning_rate=1"]).trainer.learning_rate == 1.0
+    with pytest.raises(ConfigError, match=r"trainer\.train_steps: expected an integer"):
+        load_config("demo", ["trainer.train_steps=many"])
+
+
+@pytest.mark.parametrize(
+    ("changes", "pattern"),
+    [
+        ({"trainer.learnig_rate": 0.1}, r"unknown key 'trainer\.learnig_rate'.*learning_rate"),
+        ({"datagen.max_doc_length": "long"}, r"datagen\.max_doc_length: expected an integer"),
+        ({"datagen.sampling.mode": "triplet"}, r"datagen\.sampling: mode: 'triplet' is not one of"),
+        ({"datagen.max_query_length": 0}, r"datagen: max_query_length: must be > 0"),
+        ({"evaluator.main_metric": "P_7"}, r"evaluator: main_metric: 'P_7' is not in measures"),
+        ({"runner.beam.extra_args": "--foo"}, r"runner\.beam\.extra_args: expected a list"),
+    ],
+)
+def test_broken_config_names_file_and_key(tmp_path: Path, changes: dict, pattern: str) -> None:
+    path = _write(tmp_path, _demo_data(**changes))
+    with pytest.raises(ConfigError, match=pattern) as info:
+        load_config(path)
+    message = str(info.value)
+    assert message.startswith(str(path))
+    assert "\n" not in message
+
+
+def test_missing_input_file_names_key(tmp_path: Path, shared_data: Path) -> None:
+    data = yaml.safe_load((CONFIG_DIR / "cranfield.yaml").read_text())
+    data["collection"]["qrels"] = str(tmp_path / "nope.qrels")
+    path = _write(tmp_path, data)
+    with pytest.raises(ConfigError, match=r"collection\.qrels: no such file: .*nope\.qrels"):
+        load_config(path)
+
+
+def test_missing_collection_section(tmp_path: Path) -> None:
+    path = _write(tmp_path, {"trainer": {"train_steps": 5}})
+    with pytest.raises(ConfigError, match="missing section 'collection'"):
+        load_config(path)
+
+
+def test_yaml_syntax_error_names_line(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("collection:\n  name: x\n  documents: [unclosed\n")
+    with pytest.raises(ConfigError, match=r"bad\.yaml:\d+: invalid YAML"):
+        load_config(path)
+
+
+def test_unset_environment_variable_is_named(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.delenv("RANKPIPE_NOPE", raising=False)
+    path = _write(tmp_path, _demo_data(**{"pusher.destination": "${RANKPIPE_NOPE}/x"}))
+    with pytest.raises(ConfigError, match="pusher.destination: environment variable RANKPIPE_NOPE"):
+        load_config(path)
+
+
+def _rankpipe(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "pipelines.cli", *args], capture_output=True, text=True, check=False
+    )
+
+
+def test_cli_config_show_prints_resolved_config() -> None:
+    result = _rankpipe("config", "show", "demo", "--set", "trainer.batch_size=8")
+    assert result.returncode == 0, result.stderr
+    shown = yaml.safe_load(result.stdout)
+    assert shown["trainer"]["batch_size"] == 8
+    assert shown["collection"]["documents"].endswith("demo-collection/corpus.jsonl")
+
+
+def test_cli_broken_config_is_one_line_error(tmp_path: Path) -> None:
+    path = _write(tmp_path, _demo_data(**{"trainer.optimiser": "sgd"}))
+    result = _rankpipe("run", str(path))
+    assert result.returncode == 2
+    errors = [line for line in result.stderr.splitlines() if line.startswith("rankpipe:")]
+    assert errors == [f"rankpipe: config error: {path}: unknown key 'trainer.optimiser'"]

@@ -1,0 +1,34 @@
+"""The README's configuration reference lists every config key and is up to date."""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+
+from pipelines import config_reference
+from pipelines.config import PipelineConfig
+
+
+def _leaf_keys(cls: type, prefix: str = "") -> set[str]:
+    hints = typing.get_type_hints(cls)
+    keys = set()
+    for field in dataclasses.fields(cls):
+        if dataclasses.is_dataclass(hints[field.name]):
+            keys |= _leaf_keys(hints[field.name], prefix + field.name + ".")
+        elif field.name != "source":
+            keys.add(prefix + field.name)
+    return keys
+
+
+def test_readme_reference_is_current() -> None:
+    text = config_reference.README.read_text()
+    assert config_reference.render_readme(text) == text, (
+        "README.md is out of date: run .venv/bin/python -m pipelines.config_reference --write"
+    )
+
+
+def test_reference_covers_every_key() -> None:
+    listed = [row[0] for row in config_reference.rows()]
+    assert set(listed) == _leaf_keys(PipelineConfig)
+    assert len(listed) == len(set(listed))
+    assert {"collection.documents", "trainer.learning_rate", "datagen.sampling.mode"} <= set(listed)

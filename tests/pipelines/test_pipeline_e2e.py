@@ -1,0 +1,192 @@
+"""End to end: `rankpipe run` on Cranfield (real data) with LocalDagRunner and SQLite MLMD.
+
+One full run (small training budget) and one identical re-run, shared by the tests below, which
+check the artifacts each component produced, not only exit codes.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import tensorflow as tf
+from ml_metadata import metadata_store
+from ml_metadata.proto import metadata_store_pb2
+
+from components.ranking_datagen import readers
+from pipelines.config import load_config
+
+pytestmark = pytest.mark.e2e
+
+OVERRIDES = [
+    "runner.pipeline_name=rankpipe-e2e-cranfield",
+    "datagen.vocab.size=4000",
+    "datagen.max_doc_length=128",
+    "datagen.sampling.samples_per_query=24",
+    "trainer.train_steps=300",
+    "trainer.batch_size=32",
+    "trainer.checkpoint_every=100",
+    "trainer.validate_every=100",
+    "trainer.log_every=100",
+    # Bless whatever a short training gives, so the push path runs; the rules have unit tests.
+    "evaluator.min_values={}",
+    "evaluator.min_delta_vs_first_stage=null",
+]
+
+
+def _run(env: dict[str, str]) -> subprocess.CompletedProcess:
+    args = [sys.executable, "-m", "pipelines.cli", "run", "cranfield"]
+    for override in OVERRIDES:
+        args += ["--set", override]
+    return subprocess.run(args, env=env, capture_output=True, text=True, check=False)
+
+
+@pytest.fixture(scope="module")
+def e2e(tmp_path_factory, shared_data: Path):
+    outputs = tmp_path_factory.mktemp("outputs")
+    env = dict(os.environ, RANKPIPE_OUTPUTS=str(outputs), RANKPIPE_SHARED_DATA=str(shared_data))
+    first = _run(env)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-5000:]
+    second = _run(env)
+    assert second.returncode == 0, second.stderr[-5000:]
+    old = os.environ.get("RANKPIPE_OUTPUTS")
+    os.environ["RANKPIPE_OUTPUTS"] = str(outputs)
+    try:
+        config = load_config("cranfield", OVERRIDES)
+    finally:
+        if old is None:
+            os.environ.pop("RANKPIPE_OUTPUTS")
+        else:
+            os.environ["RANKPIPE_OUTPUTS"] = old
+    store = metadata_store.MetadataStore(
+        metadata_store_pb2.ConnectionConfig(
+            sqlite=metadata_store_pb2.SqliteMetadataSourceConfig(
+                filename_uri=config.runner.metadata_path
+            )
+        )
+    )
+    return {"config": config, "first": first, "second": second, "store": store}
+
+
+def _latest(store, type_name: str):
+    artifacts = store.get_artifacts_by_type(type_name)
+    assert artifacts, f"no {type_name} artifact in MLMD"
+    return max(artifacts, key=lambda a: a.id)
+
+
+def _count(pattern: str) -> int:
+    return sum(1 for path in glob.glob(pattern) for _ in tf.data.TFRecordDataset(path, "GZIP"))
+
+
+def test_examples_have_three_disjoint_splits(e2e) -> None:
+    examples = _latest(e2e["store"], "Examples")
+    qids = {}
+    for split in ("train", "dev", "test"):
+        files = sorted(glob.glob(os.path.join(examples.uri, f"Split-{split}", "*")))
+        assert files and all(f.endswith(f"-of-{len(files):05d}.gz") for f in files)
+        qids[split] = {
+            tf.train.Example.FromString(r.numpy()).features.feature["qid"].bytes_list.value[0]
+            for f in files
+            for r in tf.data.TFRecordDataset(f, "GZIP")
+        }
+    assert qids["train"].isdisjoint(qids["dev"]) and qids["train"].isdisjoint(qids["test"])
+    assert qids["dev"].isdisjoint(qids["test"])
+    # Cranfield: 225 judged queries, split about 60/20/20 by qid hash.
+    total = sum(len(q) for q in qids.values())
+    assert 215 <= total <= 225
+    assert len(qids["test"]) >= 30 and len(qids["dev"]) >= 30
+
+
+def test_model_exports_both_signatures(e2e) -> None:
+    model = _latest(e2e["store"], "Model")
+    loaded = tf.saved_model.load(os.path.join(model.uri, "Format-Serving"))
+    assert {"serving_default", "score_examples"} <= set(loaded.signatures)
+    scores = loaded.signatures["serving_default"](
+        query=tf.constant(["heat conduction in composite slabs"] * 2),
+        document=tf.constant(["heat conduction in a composite slab", "wing flutter at mach 2"]),
+    )["score"].numpy()
+    assert scores.shape == (2,)
+
+
+def test_evaluation_has_runs_metrics_and_report(e2e, shared_data: Path) -> None:
+    evaluation = _latest(e2e["store"], "ModelEvaluation")
+    with open(os.path.join(evaluation.uri, "metrics.json")) as f:
+        metrics = json.load(f)
+    config = e2e["config"]
+    for system in ("candidate", "first_stage"):
+        assert set(config.evaluator.measures) <= set(metrics["aggregate"][system])
+    assert metrics["num_queries"] >= 30
+    # Relevant documents the first stage missed still count: recall_1000 of the first stage
+    # (top 100 only) is below 1 on Cranfield.
+    assert metrics["aggregate"]["first_stage"]["recall_1000"] < 1.0
+    for name in ("candidate.run", "first_stage.run", "report.md", "report.html"):
+        assert os.path.getsize(os.path.join(evaluation.uri, name)) > 0
+    # Ranks in the candidate run follow the scores.
+    rows = [line.split() for line in open(os.path.join(evaluation.uri, "candidate.run"))]
+    by_query: dict[str, list[tuple[int, float]]] = {}
+    for qid, _, _, rank, score, _ in rows:
+        by_query.setdefault(qid, []).append((int(rank), float(score)))
+    for ranked in by_query.values():
+        ranked.sort()
+        assert [r for r, _ in ranked] == list(range(1, len(ranked) + 1))
+        assert all(a[1] >= b[1] for a, b in zip(ranked, ranked[1:]))
+
+
+def test_blessing_and_push_serve_raw_text(e2e, shared_data: Path) -> None:
+    store = e2e["store"]
+    blessing = _latest(store, "ModelBlessing")
+    assert blessing.custom_properties["blessed"].int_value == 1
+    assert os.path.exists(os.path.join(blessing.uri, "BLESSED"))
+    pushed = _latest(store, "PushedModel")
+    assert pushed.custom_properties["pushed"].int_value == 1
+    destination = pushed.custom_properties["pushed_destination"].string_value
+    assert destination in e2e["first"].stdout
+
+    # The pushed model scores raw text exactly as the evaluator scored the same pairs.
+    evaluation = _latest(store, "ModelEvaluation")
+    run_rows = [line.split() for line in open(os.path.join(evaluation.uri, "candidate.run"))]
+    sample = run_rows[:: max(1, len(run_rows) // 20)][:20]
+    cran = shared_data / "cranfield"
+    queries = {
+        q.qid: q.text
+        for q in readers.get_reader("queries", "cranfield").read(str(cran / "cran.qry"))
+    }
+    docs = {
+        d.docid: d.text
+        for d in readers.get_reader("documents", "cranfield", allow_empty_text=True).read(
+            str(cran / "cran.all.1400")
+        )
+    }
+    model = tf.saved_model.load(destination)
+    scores = model.signatures["serving_default"](
+        query=tf.constant([queries[r[0]] for r in sample]),
+        document=tf.constant([docs[r[2]] for r in sample]),
+    )["score"].numpy()
+    expected = [float(r[4]) for r in sample]
+    assert scores.tolist() == pytest.approx(expected, abs=1e-5)
+
+
+def test_summary_reports_metrics_next_to_first_stage(e2e) -> None:
+    out = e2e["first"].stdout
+    assert "Evaluation (test split" in out
+    assert "first stage" in out and "reranker" in out
+    assert "ndcg_cut_10" in out and "Pushed model:" in out
+
+
+def test_second_identical_run_is_cached(e2e) -> None:
+    store = e2e["store"]
+    trainer_runs = [e for e in store.get_executions_by_type("Trainer")]
+    assert len(trainer_runs) == 2
+    assert trainer_runs[-1].last_known_state == metadata_store_pb2.Execution.CACHED
+    datagen_runs = store.get_executions_by_type(
+        "components.ranking_datagen.component.RankingDataGen"
+    )
+    assert [e.last_known_state for e in datagen_runs] == [
+        metadata_store_pb2.Execution.COMPLETE,
+        metadata_store_pb2.Execution.CACHED,
+    ]

@@ -1,0 +1,59 @@
+import dataclasses
+
+import pytest
+
+from trainer_module.config import TrainerConfig
+
+
+def test_defaults_are_valid_and_round_trip():
+    cfg = TrainerConfig()
+    assert TrainerConfig.from_dict(cfg.to_dict()) == cfg
+    assert TrainerConfig.from_dict(None) == cfg
+
+
+def test_nested_sections_from_dict():
+    cfg = TrainerConfig.from_dict({"model": "conv_knrm", "conv_knrm": {"max_ngram": 2}})
+    assert cfg.conv_knrm.max_ngram == 2
+    assert cfg.conv_knrm.filters == TrainerConfig().conv_knrm.filters
+
+
+@pytest.mark.parametrize(
+    "data, field",
+    [
+        ({"train_steps": -1}, "train_steps"),
+        ({"batch_size": 0}, "batch_size"),
+        ({"loss": "hinge"}, "loss"),
+        ({"model": "bert_large"}, "model"),
+        ({"decay": "step"}, "decay"),
+        ({"strategy": "tpu"}, "tpu_name"),
+        ({"knrm": {"n_kernels": 1}}, "knrm.n_kernels"),
+        ({"transformer": {"hidden_size": 30, "num_heads": 4}}, "transformer.hidden_size"),
+        ({"bucketing": {"token_budget": 0}}, "bucketing.token_budget"),
+        ({"grad_accumulation_steps": 0}, "grad_accumulation_steps"),
+        ({"max_loss": 0}, "max_loss"),
+    ],
+)
+def test_impossible_values_name_the_field(data, field):
+    with pytest.raises(ValueError, match=field.replace(".", r"\.")):
+        TrainerConfig.from_dict(data)
+
+
+def test_unknown_keys_rejected_with_path():
+    with pytest.raises(ValueError, match=r"knrm\.embeding_dim"):
+        TrainerConfig.from_dict({"knrm": {"embeding_dim": 3}})
+
+
+def test_field_types_are_plain():
+    """The pipeline YAML embeds this config: only plain types and nested config dataclasses."""
+    import trainer_module.config as config_module
+
+    allowed = {"int", "float", "str", "bool", "list[str]", "str | None", "int | None"}
+
+    def check(cls):
+        for f in dataclasses.fields(cls):
+            if f.type in allowed:
+                continue
+            assert f.type.endswith("Config"), f"{cls.__name__}.{f.name}: {f.type}"
+            check(getattr(config_module, f.type))
+
+    check(TrainerConfig)

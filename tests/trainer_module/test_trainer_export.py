@@ -1,0 +1,138 @@
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tfx.v1 as tfx
+import trainer_testdata
+from conftest import split_pattern
+
+from trainer_module import inputs
+from trainer_module.checkpointing import checkpoint_dir, run_fingerprint
+from trainer_module.export import export_serving_model
+from trainer_module.run_fn import run_fn
+
+QUERIES = ["w01 w02 w03", "W10 w11", "w20", "w30 w31 w32 w33 w34 w35 w36 w37 w38 w39", "zzz w05"]
+DOCS = [
+    "w01 w02 w50 w51",
+    "w12 w13 w14",
+    "w20 w20 w21 w22 w23 w24 w25 w26 w27 w28 w29 w40 w41 w42 w43 w44 w45 w46 w47",
+    "w30",
+    "unknownword w05s",
+]
+
+
+def _pad(rows: list[list[int]], width: int) -> tf.Tensor:
+    rows = [r[:width] for r in rows]
+    longest = max(1, max(len(r) for r in rows))
+    return tf.constant([r + [0] * (longest - len(r)) for r in rows], tf.int64)
+
+
+@pytest.fixture(scope="module", params=["knrm", "conv_knrm", "transformer"])
+def exported(request, examples_dir, transform_graph, tmp_path_factory):
+    work = tmp_path_factory.mktemp(f"export_{request.param}")
+    cfg = trainer_testdata.small_config(model=request.param, train_steps=5, validate_every=0)
+    controller = trainer_testdata.make_controller(cfg, examples_dir, transform_graph, str(work))
+    controller.train()
+    serving_dir = str(work / "model" / "Format-Serving")
+    os.makedirs(serving_dir)  # an existing target is replaced, not merged into
+    export_serving_model(
+        controller.model,
+        transform_graph,
+        trainer_testdata.MAX_Q,
+        trainer_testdata.MAX_D,
+        serving_dir,
+    )
+    assert not [p for p in os.listdir(work / "model") if ".tmp-" in p]
+    return controller, tf.saved_model.load(serving_dir)
+
+
+def test_serving_default_matches_training_scores(exported, transform_graph):
+    controller, loaded = exported
+    got = loaded.signatures["serving_default"](
+        query=tf.constant(QUERIES), document=tf.constant(DOCS)
+    )["score"].numpy()
+    q = _pad(trainer_testdata.tokenize(transform_graph, QUERIES), trainer_testdata.MAX_Q)
+    d = _pad(trainer_testdata.tokenize(transform_graph, DOCS), trainer_testdata.MAX_D)
+    want = controller.score(q, d).numpy()
+    assert got.shape == (len(QUERIES),)
+    np.testing.assert_allclose(got, want, atol=1e-5)
+
+
+def test_score_examples_matches_training_scores(exported, examples_dir):
+    controller, loaded = exported
+    records = trainer_testdata.read_records(split_pattern(examples_dir, "dev")[0])[:40]
+    got = loaded.signatures["score_examples"](examples=tf.constant(records))["score"].numpy()
+    parsed = [
+        inputs.parse_group(tf.constant(r), trainer_testdata.MAX_Q, trainer_testdata.MAX_D)
+        for r in records
+    ]
+    q = _pad([list(p["query"].numpy()) for p in parsed], trainer_testdata.MAX_Q)
+    d = _pad([list(p["docs"][0].numpy()) for p in parsed], trainer_testdata.MAX_D)
+    np.testing.assert_allclose(got, controller.score(q, d).numpy(), atol=1e-5)
+
+
+def test_run_fn_end_to_end_and_resume(examples_dir, transform_graph, tmp_path):
+    cfg = trainer_testdata.small_config(train_steps=10, validate_every=5, checkpoint_every=5)
+    custom = {
+        "trainer": cfg.to_dict(),
+        "max_query_length": trainer_testdata.MAX_Q,
+        "max_doc_length": trainer_testdata.MAX_D,
+    }
+
+    def fn_args(execution_id: int) -> tfx.components.FnArgs:
+        trainer_root = tmp_path / "pipeline" / "Trainer"
+        return tfx.components.FnArgs(
+            working_dir=str(tmp_path / "work"),
+            train_files=split_pattern(examples_dir, "train"),
+            eval_files=split_pattern(examples_dir, "dev"),
+            train_steps=10,
+            transform_graph_path=transform_graph,
+            serving_model_dir=str(trainer_root / "model" / str(execution_id) / "Format-Serving"),
+            model_run_dir=str(trainer_root / "model_run" / str(execution_id)),
+            custom_config=custom,
+        )
+
+    args = fn_args(7)
+    result = run_fn(args)
+    assert result.steps == 10
+    assert tf.saved_model.contains_saved_model(args.serving_model_dir)
+    with open(os.path.join(args.model_run_dir, "train_results.json")) as f:
+        assert json.load(f)["best_step"] == result.best_step
+    ckpts = checkpoint_dir(
+        args.model_run_dir, run_fingerprint(args.train_files, transform_graph, custom, 10)
+    )
+    assert ckpts.startswith(str(tmp_path / "pipeline" / "Trainer" / "checkpoints"))
+    assert tf.train.latest_checkpoint(ckpts).endswith("ckpt-10")
+
+    # A retried execution (new id, same inputs) resumes: nothing left to train, same model.
+    retry = fn_args(8)
+    again = run_fn(retry)
+    assert again.steps == 10 and again.best_step == result.best_step
+    assert again.best_metric == result.best_metric
+    scores = [
+        tf.saved_model.load(a.serving_model_dir)
+        .signatures["serving_default"](query=tf.constant(QUERIES), document=tf.constant(DOCS))[
+            "score"
+        ]
+        .numpy()
+        for a in (args, retry)
+    ]
+    np.testing.assert_array_equal(scores[0], scores[1])
+
+
+def test_run_fn_divergence_exports_nothing(examples_dir, transform_graph, tmp_path):
+    cfg = trainer_testdata.small_config(max_loss=1e-6)
+    args = tfx.components.FnArgs(
+        train_files=split_pattern(examples_dir, "train"),
+        eval_files=split_pattern(examples_dir, "dev"),
+        train_steps=5,
+        transform_graph_path=transform_graph,
+        serving_model_dir=str(tmp_path / "Trainer" / "model" / "1" / "Format-Serving"),
+        model_run_dir=str(tmp_path / "Trainer" / "model_run" / "1"),
+        custom_config={"trainer": cfg.to_dict(), "max_query_length": 8, "max_doc_length": 16},
+    )
+    with pytest.raises(Exception, match="step 1"):
+        run_fn(args)
+    assert not os.path.exists(args.serving_model_dir)

@@ -1,0 +1,36 @@
+"""Where a Trainer execution keeps its resumable checkpoints."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from typing import Any
+
+
+def run_fingerprint(
+    train_files: list[str], transform_graph_path: str, custom_config: Any, train_steps: int
+) -> str:
+    """Identifies "the same training run": same data, same TransformGraph, same config."""
+    payload = json.dumps(
+        {
+            "train_files": sorted(train_files),
+            "transform_graph_path": transform_graph_path,
+            "custom_config": custom_config,
+            "train_steps": train_steps,
+        },
+        sort_keys=True,
+        default=str,
+    )
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def checkpoint_dir(model_run_dir: str, fingerprint: str) -> str:
+    """<pipeline_root>/Trainer/checkpoints/<fingerprint> for model_run_dir
+    <pipeline_root>/Trainer/model_run/<execution id>.
+
+    The execution id changes when an execution is retried, the fingerprint does not, so a
+    retried (e.g. preempted) Trainer finds and resumes the checkpoints of the killed one.
+    """
+    trainer_root = os.path.dirname(os.path.dirname(model_run_dir.rstrip("/")))
+    return os.path.join(trainer_root, "checkpoints", fingerprint)

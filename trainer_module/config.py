@@ -1,0 +1,237 @@
+"""Typed configuration of the Trainer (the `trainer:` section of the pipeline YAML).
+
+Plain dataclasses only (no framework types) so the pipeline config can embed, serialize
+(`dataclasses.asdict`) and rebuild (`TrainerConfig.from_dict`) it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass, field
+from typing import Any
+
+MODELS = ("knrm", "conv_knrm", "transformer")
+LOSSES = ("pairwise_hinge", "pairwise_logistic", "pointwise_sigmoid", "listwise_softmax")
+DECAYS = ("linear", "cosine", "exponential")
+MIXED_PRECISION = ("auto", "off", "float16", "bfloat16")
+STRATEGIES = ("auto", "cpu", "mirrored", "multi_worker", "tpu")
+POINTWISE_TARGETS = ("binary", "graded")
+
+
+def _require(cond: bool, name: str, msg: str) -> None:
+    if not cond:
+        raise ValueError(f"trainer config: {name} {msg}")
+
+
+def _choice(value: str, name: str, choices: tuple[str, ...]) -> None:
+    _require(value in choices, name, f"must be one of {list(choices)}, got {value!r}")
+
+
+@dataclass
+class KnrmConfig:
+    """KNRM (Xiong et al., 2017): RBF kernel pooling over a cosine translation matrix."""
+
+    embedding_dim: int = 128
+    n_kernels: int = 11  # mu = 1.0 (exact match) plus n_kernels - 1 soft-match kernels
+    sigma: float = 0.1
+    exact_sigma: float = 0.001
+    trainable_embeddings: bool = True
+
+    def __post_init__(self) -> None:
+        _require(self.embedding_dim > 0, "knrm.embedding_dim", "must be > 0")
+        _require(self.n_kernels >= 2, "knrm.n_kernels", "must be >= 2")
+        _require(self.sigma > 0, "knrm.sigma", "must be > 0")
+        _require(self.exact_sigma > 0, "knrm.exact_sigma", "must be > 0")
+
+
+@dataclass
+class ConvKnrmConfig:
+    """Conv-KNRM (Dai et al., 2018): KNRM over cross-matched 1..max_ngram n-gram embeddings."""
+
+    embedding_dim: int = 128
+    filters: int = 128
+    max_ngram: int = 3
+    n_kernels: int = 11
+    sigma: float = 0.1
+    exact_sigma: float = 0.001
+    trainable_embeddings: bool = True
+
+    def __post_init__(self) -> None:
+        _require(self.embedding_dim > 0, "conv_knrm.embedding_dim", "must be > 0")
+        _require(self.filters > 0, "conv_knrm.filters", "must be > 0")
+        _require(self.max_ngram >= 1, "conv_knrm.max_ngram", "must be >= 1")
+        _require(self.n_kernels >= 2, "conv_knrm.n_kernels", "must be >= 2")
+        _require(self.sigma > 0, "conv_knrm.sigma", "must be > 0")
+        _require(self.exact_sigma > 0, "conv_knrm.exact_sigma", "must be > 0")
+
+
+@dataclass
+class TransformerConfig:
+    """Small cross-encoder trained from scratch: [CLS] q [SEP] d [SEP] -> score."""
+
+    hidden_size: int = 256
+    num_layers: int = 4
+    num_heads: int = 4
+    intermediate_size: int = 1024
+    dropout: float = 0.1
+    max_position: int = 512
+
+    def __post_init__(self) -> None:
+        _require(self.hidden_size > 0, "transformer.hidden_size", "must be > 0")
+        _require(self.num_layers >= 1, "transformer.num_layers", "must be >= 1")
+        _require(self.num_heads >= 1, "transformer.num_heads", "must be >= 1")
+        _require(
+            self.hidden_size % self.num_heads == 0,
+            "transformer.hidden_size",
+            f"must be divisible by num_heads={self.num_heads}",
+        )
+        _require(self.intermediate_size > 0, "transformer.intermediate_size", "must be > 0")
+        _require(0.0 <= self.dropout < 1.0, "transformer.dropout", "must be in [0, 1)")
+        _require(self.max_position >= 8, "transformer.max_position", "must be >= 8")
+
+
+@dataclass
+class BucketingConfig:
+    """Length-bucketed batching with a token budget (tensor2tensor scheme).
+
+    An element's length is max_query_length + its longest doc (after truncation). Buckets have
+    geometric boundaries from max_query_length + min_length by factor length_factor up to the
+    longest possible length; a bucket holding lengths up to L gets micro-batches of
+    max(1, budget // (L * group_size)) groups, budget = token_budget / replicas, so a padded
+    micro-batch never exceeds the budget (unless one group alone does).
+    """
+
+    enabled: bool = False
+    token_budget: int = 16384
+    min_length: int = 8
+    length_factor: float = 1.1
+
+    def __post_init__(self) -> None:
+        _require(self.token_budget > 0, "bucketing.token_budget", "must be > 0")
+        _require(self.min_length >= 1, "bucketing.min_length", "must be >= 1")
+        _require(self.length_factor > 1.0, "bucketing.length_factor", "must be > 1.0")
+
+
+@dataclass
+class TrainerConfig:
+    # Model.
+    model: str = "knrm"
+    knrm: KnrmConfig = field(default_factory=KnrmConfig)
+    conv_knrm: ConvKnrmConfig = field(default_factory=ConvKnrmConfig)
+    transformer: TransformerConfig = field(default_factory=TransformerConfig)
+    # Optional word-embedding text file ("token v1 ... vd" per line, GloVe/word2vec text
+    # format) to initialise the (Conv-)KNRM embedding table; tokens missing keep random init.
+    embedding_file: str | None = None
+
+    # Loss.
+    loss: str = "pairwise_hinge"
+    hinge_margin: float = 1.0
+    pointwise_target: str = "binary"  # binary: label > 0; graded: label / max_label
+    max_label: float = 3.0
+
+    # Steps and batches. batch_size is the GLOBAL micro-batch (groups per forward pass over
+    # all replicas); one optimizer step sees batch_size * grad_accumulation_steps groups.
+    train_steps: int = 1000  # used when the Trainer's TrainArgs give no num_steps
+    batch_size: int = 32
+    eval_batch_size: int = 256
+    grad_accumulation_steps: int = 1
+    shuffle_buffer: int = 10000
+    seed: int = 42
+    bucketing: BucketingConfig = field(default_factory=BucketingConfig)
+    static_shapes: bool = False  # pad every batch to max lengths (required on TPU)
+
+    # Optimization.
+    learning_rate: float = 1e-3  # non-encoder variables (kernels, heads, ...)
+    encoder_learning_rate: float = 1e-4  # variables matching encoder_patterns
+    encoder_patterns: list[str] = field(default_factory=lambda: ["embedding", "encoder"])
+    warmup_steps: int = 0
+    decay: str = "linear"
+    end_learning_rate_fraction: float = 0.0  # linear/cosine floor, as a fraction of peak
+    exponential_decay_rate: float = 0.01  # exponential: lr factor reached at the last step
+    weight_decay: float = 0.01
+    weight_decay_exclude: list[str] = field(
+        default_factory=lambda: ["layer_norm", "LayerNorm", "bias"]
+    )
+    adam_epsilon: float = 1e-6
+    clip_norm: float = 1.0  # 0 disables clipping
+    freeze_patterns: list[str] = field(default_factory=list)
+
+    # Hardware.
+    mixed_precision: str = "auto"
+    strategy: str = "auto"
+    tpu_name: str | None = None
+    tpu_zone: str | None = None
+    tpu_project: str | None = None
+
+    # Checkpoints, validation, logging.
+    checkpoint_every: int = 500
+    keep_checkpoints: int = 3
+    validate_every: int = 500  # 0: validate once, at the end
+    validation_metric: str = "ndcg_cut_10"
+    validation_relevance_level: int = 1
+    early_stopping_patience: int = 0  # validations without improvement; 0 disables
+    log_every: int = 100
+    max_loss: float = 1e4  # divergence guard: loss above this (or NaN/Inf) aborts
+
+    def __post_init__(self) -> None:
+        _choice(self.model, "model", MODELS)
+        _choice(self.loss, "loss", LOSSES)
+        _choice(self.pointwise_target, "pointwise_target", POINTWISE_TARGETS)
+        _choice(self.decay, "decay", DECAYS)
+        _choice(self.mixed_precision, "mixed_precision", MIXED_PRECISION)
+        _choice(self.strategy, "strategy", STRATEGIES)
+        _require(self.hinge_margin > 0, "hinge_margin", "must be > 0")
+        _require(self.max_label > 0, "max_label", "must be > 0")
+        _require(self.train_steps >= 1, "train_steps", "must be >= 1")
+        _require(self.batch_size >= 1, "batch_size", "must be >= 1")
+        _require(self.eval_batch_size >= 1, "eval_batch_size", "must be >= 1")
+        _require(self.grad_accumulation_steps >= 1, "grad_accumulation_steps", "must be >= 1")
+        _require(self.shuffle_buffer >= 1, "shuffle_buffer", "must be >= 1")
+        _require(self.learning_rate > 0, "learning_rate", "must be > 0")
+        _require(self.encoder_learning_rate > 0, "encoder_learning_rate", "must be > 0")
+        _require(self.warmup_steps >= 0, "warmup_steps", "must be >= 0")
+        _require(
+            0.0 <= self.end_learning_rate_fraction <= 1.0,
+            "end_learning_rate_fraction",
+            "must be in [0, 1]",
+        )
+        _require(
+            0.0 < self.exponential_decay_rate <= 1.0, "exponential_decay_rate", "must be in (0, 1]"
+        )
+        _require(self.weight_decay >= 0, "weight_decay", "must be >= 0")
+        _require(self.adam_epsilon > 0, "adam_epsilon", "must be > 0")
+        _require(self.clip_norm >= 0, "clip_norm", "must be >= 0 (0 disables)")
+        _require(self.checkpoint_every >= 1, "checkpoint_every", "must be >= 1")
+        _require(self.keep_checkpoints >= 1, "keep_checkpoints", "must be >= 1")
+        _require(self.validate_every >= 0, "validate_every", "must be >= 0")
+        _require(bool(self.validation_metric), "validation_metric", "must be non-empty")
+        _require(self.early_stopping_patience >= 0, "early_stopping_patience", "must be >= 0")
+        _require(self.log_every >= 1, "log_every", "must be >= 1")
+        _require(self.max_loss > 0, "max_loss", "must be > 0")
+        _require(self.strategy != "tpu" or bool(self.tpu_name), "tpu_name", "is required for tpu")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> TrainerConfig:
+        return _build(cls, data or {}, "")
+
+
+def _build(cls: type, data: dict[str, Any], prefix: str) -> Any:
+    """Builds a (nested) dataclass from a dict, rejecting unknown keys by name."""
+    if not isinstance(data, dict):
+        raise ValueError(f"trainer config: {prefix.rstrip('.') or 'trainer'} must be a mapping")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - fields)
+    if unknown:
+        raise ValueError(f"trainer config: unknown key(s) {[prefix + k for k in unknown]}")
+    kwargs = {}
+    for name, value in data.items():
+        hint = hints[name]
+        if dataclasses.is_dataclass(hint) and isinstance(value, dict):
+            value = _build(hint, value, f"{prefix}{name}.")
+        kwargs[name] = value
+    return cls(**kwargs)

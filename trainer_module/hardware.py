@@ -1,0 +1,59 @@
+"""tf.distribute strategy and mixed-precision policy selection."""
+
+from __future__ import annotations
+
+import logging
+
+import tensorflow as tf
+import tf_keras as keras
+
+from trainer_module.config import TrainerConfig
+
+
+def make_strategy(cfg: TrainerConfig) -> tf.distribute.Strategy:
+    """auto: TPU if tpu_name is set, Mirrored if > 1 GPU, else the default strategy."""
+    kind = cfg.strategy
+    gpus = tf.config.list_logical_devices("GPU")
+    if kind == "auto":
+        kind = "tpu" if cfg.tpu_name else ("mirrored" if len(gpus) > 1 else "default")
+    if kind == "tpu":
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
+            tpu=cfg.tpu_name, zone=cfg.tpu_zone, project=cfg.tpu_project
+        )
+        tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+        strategy: tf.distribute.Strategy = tf.distribute.TPUStrategy(resolver)
+    elif kind == "mirrored":
+        # Without GPUs, mirror over the (logical) CPU devices, e.g. for tests.
+        devices = [d.name for d in gpus] or [d.name for d in tf.config.list_logical_devices("CPU")]
+        strategy = tf.distribute.MirroredStrategy(devices)
+    elif kind == "multi_worker":
+        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    elif kind == "cpu":
+        strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+    else:
+        strategy = tf.distribute.get_strategy()
+    logging.info("strategy %s with %d replica(s)", kind, strategy.num_replicas_in_sync)
+    return strategy
+
+
+def precision_policy(cfg: TrainerConfig, strategy: tf.distribute.Strategy) -> str:
+    """auto: bfloat16 on TPU and on GPUs with native bf16 (compute capability >= 8), else off.
+
+    float16 (explicit only) uses dynamic loss scaling in the train step.
+    """
+    mode = cfg.mixed_precision
+    if mode == "auto":
+        if isinstance(strategy, tf.distribute.TPUStrategy):
+            mode = "bfloat16"
+        else:
+            gpus = tf.config.list_physical_devices("GPU")
+            caps = [
+                tf.config.experimental.get_device_details(g).get("compute_capability") for g in gpus
+            ]
+            mode = "bfloat16" if gpus and all(c and c[0] >= 8 for c in caps) else "off"
+    return {"off": "float32", "float16": "mixed_float16", "bfloat16": "mixed_bfloat16"}[mode]
+
+
+def set_precision_policy(policy: str) -> None:
+    keras.mixed_precision.set_global_policy(policy)

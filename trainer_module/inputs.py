@@ -1,0 +1,166 @@
+"""tf.data input pipelines over RankingDataGen's gzip TFRecord shards of grouped tf.Examples.
+
+Train elements are dicts {"query": int64 [Lq], "docs": int64 [n, Ld], "labels": float32 [n]},
+batched (padded with 0 = [PAD]). Eval elements (n = 1 groups) are flat:
+{"qid": str, "docid": str, "query": [Lq], "doc": [Ld], "label": float32, "judged": int64}.
+"""
+
+from __future__ import annotations
+
+import math
+
+import tensorflow as tf
+
+from trainer_module.config import TrainerConfig
+
+FEATURE_SPEC = {
+    "qid": tf.io.FixedLenFeature([], tf.string),
+    "docids": tf.io.VarLenFeature(tf.string),
+    "query_ids": tf.io.VarLenFeature(tf.int64),
+    "doc_ids": tf.io.VarLenFeature(tf.int64),
+    "doc_lengths": tf.io.VarLenFeature(tf.int64),
+    "labels": tf.io.VarLenFeature(tf.float32),
+    "judged": tf.io.VarLenFeature(tf.int64),
+}
+
+
+def expand_patterns(file_patterns: list[str]) -> list[str]:
+    files = sorted({f for p in file_patterns for f in tf.io.gfile.glob(p)})
+    if not files:
+        raise ValueError(f"no input files match {file_patterns}")
+    return files
+
+
+def _records(files: list[str]) -> tf.data.Dataset:
+    return tf.data.TFRecordDataset(files, compression_type="GZIP")
+
+
+def peek_group_size(file_patterns: list[str]) -> int:
+    """n (candidates per group) of the first example; fixed within a dataset by contract."""
+    for record in _records(expand_patterns(file_patterns)[:1]).take(1):
+        parsed = tf.io.parse_single_example(record, {"doc_lengths": FEATURE_SPEC["doc_lengths"]})
+        return int(tf.size(parsed["doc_lengths"].values))
+    raise ValueError(f"the first file of {file_patterns} holds no examples")
+
+
+def parse_group(record: tf.Tensor, max_query_length: int, max_doc_length: int) -> dict:
+    """One serialized group -> truncated query [Lq], docs [n, Ld] (padded within the group)."""
+    ex = tf.io.parse_single_example(record, FEATURE_SPEC)
+    dense = {k: tf.sparse.to_dense(v) for k, v in ex.items() if isinstance(v, tf.SparseTensor)}
+    docs = tf.RaggedTensor.from_row_lengths(dense["doc_ids"], dense["doc_lengths"])
+    return {
+        "qid": ex["qid"],
+        "docids": dense["docids"],
+        "query": dense["query_ids"][:max_query_length],
+        "docs": docs[:, :max_doc_length].to_tensor(0),
+        "labels": dense["labels"],
+        "judged": dense["judged"],
+    }
+
+
+def bucket_boundaries(max_length: int, min_length: int, factor: float) -> list[int]:
+    """Geometric boundaries (tensor2tensor `_bucket_boundaries`), strictly increasing."""
+    bounds, x = [], min_length
+    while x < max_length:
+        bounds.append(x)
+        x = max(x + 1, int(math.ceil(x * factor)))
+    return bounds
+
+
+def make_train_dataset(
+    file_patterns: list[str],
+    cfg: TrainerConfig,
+    max_query_length: int,
+    max_doc_length: int,
+    group_size: int,
+    per_replica_batch: int,
+    input_context: tf.distribute.InputContext | None = None,
+) -> tf.data.Dataset:
+    """Infinite, seeded, shuffled train batches for ONE replica.
+
+    A batch holds per_replica_batch * grad_accumulation_steps groups (one optimizer step's
+    worth; the step splits it into micro-batches), or with bucketing a token-budgeted count.
+    """
+    files = expand_patterns(file_patterns)
+    ds = tf.data.Dataset.from_tensor_slices(files)
+    sharded_records = False
+    if input_context and input_context.num_input_pipelines > 1:
+        if len(files) >= input_context.num_input_pipelines:
+            ds = ds.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+        else:
+            sharded_records = True
+    ds = ds.shuffle(len(files), seed=cfg.seed, reshuffle_each_iteration=True).repeat()
+    ds = ds.interleave(
+        lambda f: _records(f),
+        cycle_length=min(len(files), 8),
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=True,  # reproducible order: required for exact resume
+    )
+    if sharded_records:
+        ds = ds.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+    ds = ds.shuffle(cfg.shuffle_buffer, seed=cfg.seed, reshuffle_each_iteration=True)
+    ds = ds.map(
+        lambda r: parse_group(r, max_query_length, max_doc_length),
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=True,
+    )
+    ds = ds.map(lambda x: {k: x[k] for k in ("query", "docs", "labels")})
+
+    accum = cfg.grad_accumulation_steps
+    if cfg.static_shapes:
+        shapes = {
+            "query": [max_query_length],
+            "docs": [group_size, max_doc_length],
+            "labels": [None],
+        }
+    else:
+        shapes = {"query": [None], "docs": [None, None], "labels": [None]}
+    if cfg.bucketing.enabled:
+        if cfg.static_shapes:
+            raise ValueError(
+                "trainer config: bucketing.enabled and static_shapes exclude each other"
+            )
+        replicas = input_context.num_replicas_in_sync if input_context else 1
+        budget = max(1, cfg.bucketing.token_budget // replicas)
+        # An element's length counts the query at its maximum: queries are short, and the
+        # budget then bounds the padded batch strictly (b * n * (Lq_pad + Ld_pad) <= budget).
+        longest = max_query_length + max_doc_length
+        bounds = bucket_boundaries(
+            longest + 1,
+            max_query_length + cfg.bucketing.min_length,
+            cfg.bucketing.length_factor,
+        )
+        uppers = [b - 1 for b in bounds] + [longest]  # longest length each bucket can hold
+        sizes = [max(1, budget // (u * group_size)) * accum for u in uppers]
+        ds = ds.bucket_by_sequence_length(
+            lambda x: max_query_length + tf.shape(x["docs"])[1],
+            bucket_boundaries=bounds,
+            bucket_batch_sizes=sizes,
+            padded_shapes=shapes,
+            drop_remainder=True,
+        )
+    else:
+        ds = ds.padded_batch(per_replica_batch * accum, padded_shapes=shapes, drop_remainder=True)
+    return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def make_eval_dataset(
+    file_patterns: list[str], batch_size: int, max_query_length: int, max_doc_length: int
+) -> tf.data.Dataset:
+    """Dev/test groups (n = 1) in file order, flattened to one candidate per element."""
+    ds = _records(expand_patterns(file_patterns))
+    ds = ds.map(
+        lambda r: parse_group(r, max_query_length, max_doc_length),
+        num_parallel_calls=tf.data.AUTOTUNE,
+    )
+    ds = ds.map(
+        lambda x: {
+            "qid": x["qid"],
+            "docid": x["docids"][0],
+            "query": x["query"],
+            "doc": x["docs"][0],
+            "label": x["labels"][0],
+            "judged": x["judged"][0],
+        }
+    )
+    return ds.padded_batch(batch_size).prefetch(tf.data.AUTOTUNE)

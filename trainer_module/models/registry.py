@@ -1,0 +1,66 @@
+"""Model registry: config name -> builder. Every model maps (query [B, Lq], doc [B, Ld]) -> [B].
+
+TODO: a BERT cross-encoder initialised from a local HF safetensors checkpoint (encoder variables
+named under "encoder"/"embedding" so encoder_learning_rate and freeze_patterns apply).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import tensorflow as tf
+import tf_keras as keras
+
+from trainer_module.config import TrainerConfig
+from trainer_module.models.conv_knrm import ConvKnrm
+from trainer_module.models.embeddings import embedding_initializer
+from trainer_module.models.knrm import Knrm
+from trainer_module.models.transformer import TransformerCrossEncoder
+
+Builder = Callable[[TrainerConfig, int, list[str] | None, int, int], keras.Model]
+
+
+def _knrm(cfg: TrainerConfig, vocab_size: int, vocab: list[str] | None, lq: int, ld: int):
+    init = embedding_initializer(cfg.embedding_file, vocab, cfg.knrm.embedding_dim, cfg.seed)
+    return Knrm(vocab_size, cfg.knrm, init, name="knrm")
+
+
+def _conv_knrm(cfg: TrainerConfig, vocab_size: int, vocab: list[str] | None, lq: int, ld: int):
+    init = embedding_initializer(cfg.embedding_file, vocab, cfg.conv_knrm.embedding_dim, cfg.seed)
+    return ConvKnrm(vocab_size, cfg.conv_knrm, init, name="conv_knrm")
+
+
+def _transformer(cfg: TrainerConfig, vocab_size: int, vocab: list[str] | None, lq: int, ld: int):
+    if lq + ld + 3 > cfg.transformer.max_position:
+        raise ValueError(
+            f"trainer config: transformer.max_position={cfg.transformer.max_position} is below "
+            f"max_query_length + max_doc_length + 3 = {lq + ld + 3}"
+        )
+    return TransformerCrossEncoder(vocab_size, cfg.transformer, cfg.seed, name="transformer")
+
+
+_REGISTRY: dict[str, Builder] = {
+    "knrm": _knrm,
+    "conv_knrm": _conv_knrm,
+    "transformer": _transformer,
+}
+
+
+def model_names() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def build_model(
+    cfg: TrainerConfig,
+    vocab_size: int,
+    max_query_length: int,
+    max_doc_length: int,
+    vocab: list[str] | None = None,
+) -> keras.Model:
+    """Builds (and creates the variables of) the configured model."""
+    if cfg.model not in _REGISTRY:
+        raise ValueError(f"trainer config: model must be one of {model_names()}, got {cfg.model}")
+    model = _REGISTRY[cfg.model](cfg, vocab_size, vocab, max_query_length, max_doc_length)
+    dummy = tf.ones([1, 2], tf.int64)
+    model((dummy, dummy), training=False)  # create variables now, inside the caller's scope
+    return model

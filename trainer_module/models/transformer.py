@@ -1,0 +1,100 @@
+"""Small Transformer cross-encoder trained from scratch: [CLS] q [SEP] d [SEP] -> score."""
+
+from __future__ import annotations
+
+import tensorflow as tf
+import tf_keras as keras
+
+from trainer_module.config import TransformerConfig
+
+CLS_ID, SEP_ID = 2, 3
+
+
+class GeneratorDropout(keras.layers.Layer):
+    """Dropout drawing from a shared tf.random.Generator.
+
+    Keras' Dropout keeps its RNG state out of checkpoints; a Generator is a variable, so the
+    training checkpoint holds it and a resumed run draws exactly the same masks.
+    """
+
+    def __init__(self, rate: float, generator: tf.random.Generator, **kwargs):
+        super().__init__(**kwargs)
+        self.rate = rate
+        self._generator = [generator]  # a list: tracked once, by the owning model
+
+    def call(self, x: tf.Tensor, training: bool = False) -> tf.Tensor:
+        if not training or self.rate == 0.0:
+            return x
+        keep = self._generator[0].uniform(tf.shape(x)) >= self.rate
+        return tf.where(keep, x / (1.0 - self.rate), tf.zeros_like(x))
+
+
+class EncoderLayer(keras.layers.Layer):
+    """Post-LN Transformer block (BERT layout)."""
+
+    def __init__(self, cfg: TransformerConfig, generator: tf.random.Generator, **kwargs):
+        super().__init__(**kwargs)
+        self.attention = keras.layers.MultiHeadAttention(
+            cfg.num_heads, cfg.hidden_size // cfg.num_heads, name="attention"
+        )
+        self.attention_norm = keras.layers.LayerNormalization(epsilon=1e-12, name="layer_norm_1")
+        self.ffn_in = keras.layers.Dense(cfg.intermediate_size, activation="gelu", name="ffn_in")
+        self.ffn_out = keras.layers.Dense(cfg.hidden_size, name="ffn_out")
+        self.ffn_norm = keras.layers.LayerNormalization(epsilon=1e-12, name="layer_norm_2")
+        self.dropout = GeneratorDropout(cfg.dropout, generator)
+
+    def call(self, x: tf.Tensor, attention_mask: tf.Tensor, training: bool = False) -> tf.Tensor:
+        attn = self.attention(x, x, attention_mask=attention_mask, training=training)
+        x = self.attention_norm(x + self.dropout(attn, training=training))
+        ffn = self.ffn_out(self.ffn_in(x))
+        return self.ffn_norm(x + self.dropout(ffn, training=training))
+
+
+class TransformerCrossEncoder(keras.Model):
+    def __init__(self, vocab_size: int, cfg: TransformerConfig, seed: int, **kwargs):
+        super().__init__(**kwargs)
+        self.rng = tf.random.Generator.from_seed(seed)
+        init = keras.initializers.TruncatedNormal(stddev=0.02)
+        self.word_embeddings = keras.layers.Embedding(
+            vocab_size, cfg.hidden_size, embeddings_initializer=init, name="word_embeddings"
+        )
+        self.position_embeddings = keras.layers.Embedding(
+            cfg.max_position,
+            cfg.hidden_size,
+            embeddings_initializer=init,
+            name="position_embeddings",
+        )
+        self.segment_embeddings = keras.layers.Embedding(
+            2, cfg.hidden_size, embeddings_initializer=init, name="segment_embeddings"
+        )
+        self.embedding_norm = keras.layers.LayerNormalization(epsilon=1e-12, name="layer_norm_emb")
+        self.dropout = GeneratorDropout(cfg.dropout, self.rng)
+        self.layers_ = [
+            EncoderLayer(cfg, self.rng, name=f"encoder_layer_{i}") for i in range(cfg.num_layers)
+        ]
+        self.pooler = keras.layers.Dense(cfg.hidden_size, activation="tanh", name="pooler")
+        self.score = keras.layers.Dense(1, dtype="float32", name="score")
+
+    def call(self, inputs: tuple[tf.Tensor, tf.Tensor], training: bool = False) -> tf.Tensor:
+        query, doc = inputs
+        batch = tf.shape(query)[0]
+        cls = tf.fill([batch, 1], tf.constant(CLS_ID, query.dtype))
+        sep = tf.fill([batch, 1], tf.constant(SEP_ID, query.dtype))
+        # Pads stay in the middle of the sequence; masking them out of attention and numbering
+        # positions by the count of real tokens makes scores independent of batch padding.
+        tokens = tf.concat([cls, query, sep, doc, sep], axis=1)
+        mask = tf.not_equal(tokens, 0)
+        positions = tf.maximum(tf.cumsum(tf.cast(mask, tf.int32), axis=1) - 1, 0)
+        q_width = tf.shape(query)[1] + 2
+        segments = tf.cast(tf.range(tf.shape(tokens)[1]) >= q_width, tf.int32)
+        segments = tf.broadcast_to(segments[None, :], tf.shape(tokens))
+        x = (
+            self.word_embeddings(tokens)
+            + self.position_embeddings(positions)
+            + self.segment_embeddings(segments)
+        )
+        x = self.dropout(self.embedding_norm(x), training=training)
+        attention_mask = tf.logical_and(mask[:, None, :], tf.ones_like(mask)[:, :, None])
+        for layer in self.layers_:
+            x = layer(x, attention_mask=attention_mask, training=training)
+        return tf.squeeze(self.score(self.pooler(x[:, 0])), axis=-1)

@@ -1,0 +1,127 @@
+"""RankingTask: what to train (model, inputs, loss, one train step); the loop lives in training.py.
+
+Modelled on TF Model Garden's Task: build_model / build_inputs / train_step / validation_step.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+import tf_keras as keras
+
+from trainer_module import inputs, losses
+from trainer_module.config import TrainerConfig
+from trainer_module.models import build_model
+from trainer_module.optimization import DualOptimizer
+
+
+class RankingTask:
+    def __init__(
+        self,
+        cfg: TrainerConfig,
+        vocab_size: int,
+        max_query_length: int,
+        max_doc_length: int,
+        vocab: list[str] | None = None,
+    ):
+        self.cfg = cfg
+        self.vocab_size = vocab_size
+        self.max_query_length = max_query_length
+        self.max_doc_length = max_doc_length
+        self.vocab = vocab
+        self.loss_fn = losses.get_loss(cfg)
+
+    # -- building blocks (call inside strategy.scope()) -----------------------------------
+    def build_model(self) -> keras.Model:
+        keras.utils.set_random_seed(self.cfg.seed)  # same initial weights on every (re)run
+        return build_model(
+            self.cfg, self.vocab_size, self.max_query_length, self.max_doc_length, self.vocab
+        )
+
+    def build_optimizer(self, model: keras.Model, total_steps: int) -> DualOptimizer:
+        return DualOptimizer(self.cfg, model.trainable_variables, total_steps)
+
+    def build_inputs(
+        self, strategy: tf.distribute.Strategy, file_patterns: list[str]
+    ) -> tf.distribute.DistributedDataset:
+        """Per-replica datasets; each replica gets batch_size / replicas groups per micro-batch."""
+        replicas = strategy.num_replicas_in_sync
+        if self.cfg.batch_size % replicas:
+            raise ValueError(
+                f"trainer config: batch_size={self.cfg.batch_size} is not divisible by the "
+                f"{replicas} replicas"
+            )
+        group_size = inputs.peek_group_size(file_patterns)
+
+        def dataset_fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
+            return inputs.make_train_dataset(
+                file_patterns,
+                self.cfg,
+                self.max_query_length,
+                self.max_doc_length,
+                group_size,
+                ctx.get_per_replica_batch_size(self.cfg.batch_size),
+                ctx,
+            )
+
+        return strategy.distribute_datasets_from_function(dataset_fn)
+
+    # -- computation ----------------------------------------------------------------------
+    @staticmethod
+    def score_groups(model: keras.Model, batch: dict, training: bool) -> tf.Tensor:
+        """query [b, Lq], docs [b, n, Ld] -> scores [b, n] (float32)."""
+        docs = batch["docs"]
+        n = tf.shape(docs)[1]
+        flat_docs = tf.reshape(docs, [-1, tf.shape(docs)[2]])
+        queries = tf.repeat(batch["query"], n, axis=0)
+        scores = model((queries, flat_docs), training=training)
+        return tf.reshape(tf.cast(scores, tf.float32), [-1, n])
+
+    def train_step(
+        self,
+        model: keras.Model,
+        optimizer: DualOptimizer,
+        batch: dict,
+        loss_scale: tf.Variable | None = None,
+    ) -> dict[str, tf.Tensor]:
+        """One optimizer step on this replica's batch (run inside strategy.run).
+
+        The batch is split into grad_accumulation_steps strided micro-batches; each micro loss
+        is divided by the GLOBAL example count of the whole step, so the summed (and then
+        all-reduced) gradient is the gradient of the mean loss over the effective batch.
+        """
+        ctx = tf.distribute.get_replica_context()
+        variables = optimizer.trainable_variables
+        accum = self.cfg.grad_accumulation_steps
+        local = tf.shape(batch["labels"])[0]
+        global_examples = ctx.all_reduce(tf.distribute.ReduceOp.SUM, local)
+        total_loss = tf.constant(0.0)
+        grads: list[tf.Tensor] | None = None
+        for i in range(accum):
+            micro = {k: v[i::accum] for k, v in batch.items()} if accum > 1 else batch
+            with tf.GradientTape() as tape:
+                scores = self.score_groups(model, micro, training=True)
+                loss = losses.reduce_loss(self.loss_fn(scores, micro["labels"]), global_examples)
+                scaled = loss * loss_scale if loss_scale is not None else loss
+            micro_grads = tape.gradient(scaled, variables)
+            micro_grads = [
+                tf.zeros_like(v) if g is None else g for g, v in zip(micro_grads, variables)
+            ]
+            if accum > 1:  # sum densely; IndexedSlices cannot be added in place
+                micro_grads = [tf.convert_to_tensor(g) for g in micro_grads]
+                grads = (
+                    micro_grads if grads is None else [a + b for a, b in zip(grads, micro_grads)]
+                )
+            else:
+                grads = micro_grads
+            total_loss += loss
+        grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)
+        finite = tf.constant(True)
+        if loss_scale is not None:
+            grads = [g / loss_scale for g in grads]
+            finite = tf.reduce_all(
+                [tf.reduce_all(tf.math.is_finite(tf.convert_to_tensor(g))) for g in grads]
+            )
+            # fp16 overflow: apply zeros this step and shrink the scale (no exact skip).
+            grads = [tf.where(finite, tf.convert_to_tensor(g), 0.0) for g in grads]
+        norm = optimizer.apply(grads)
+        return {"loss": total_loss, "grad_norm": norm, "examples": local, "finite": finite}

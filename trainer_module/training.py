@@ -1,0 +1,338 @@
+"""Custom training loop: steps, checkpoints, validation, best model, guards, summaries.
+
+A small controller in the spirit of orbit: the RankingTask says what one step is; this module
+decides when to step, checkpoint, validate, log and stop.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import resource
+import time
+from dataclasses import asdict, dataclass
+
+import tensorflow as tf
+import tf_keras as keras
+
+from trainer_module import validation
+from trainer_module.task import RankingTask
+
+BEST_DIR = "best"
+LOSS_SCALE_GROWTH_INTERVAL = 2000
+
+
+class DivergenceError(RuntimeError):
+    """Training diverged (loss above max_loss or NaN/Inf loss or gradients)."""
+
+
+@dataclass
+class TrainResult:
+    steps: int
+    best_step: int
+    best_metric: float | None
+    final_metric: float | None
+    validation_metric: str
+    examples_per_sec: float
+    stopped_early: bool
+    peak_host_rss_mb: float
+    peak_device_memory_mb: float | None
+    wall_seconds: float
+
+
+def peak_host_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
+
+
+def peak_device_memory_mb() -> float | None:
+    if not tf.config.list_logical_devices("GPU"):
+        return None
+    return tf.config.experimental.get_memory_info("GPU:0")["peak"] / 2**20
+
+
+def is_chief(strategy: tf.distribute.Strategy) -> bool:
+    """Whether this process writes the shared outputs (checkpoints, summaries, export)."""
+    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return True
+    resolver = strategy.cluster_resolver
+    if not resolver.task_type or resolver.task_type == "chief":
+        return True
+    has_chief = "chief" in resolver.cluster_spec().as_dict()
+    return resolver.task_type == "worker" and resolver.task_id == 0 and not has_chief
+
+
+def worker_dir(path: str, strategy: tf.distribute.Strategy) -> str:
+    """`path` on the chief; a per-worker scratch dir elsewhere (multi-worker saves are collective:
+    every worker must write, but only the chief's copy is kept)."""
+    if is_chief(strategy):
+        return path
+    resolver = strategy.cluster_resolver
+    return f"{path.rstrip('/')}.worker-{resolver.task_type}-{resolver.task_id}"
+
+
+class Controller:
+    """Trains `task` for `total_steps` under `strategy`, resuming from `checkpoint_dir`."""
+
+    def __init__(
+        self,
+        task: RankingTask,
+        strategy: tf.distribute.Strategy,
+        train_files: list[str],
+        eval_files: list[str] | None,
+        checkpoint_dir: str,
+        model_run_dir: str,
+        total_steps: int,
+    ):
+        self.task = task
+        self.cfg = task.cfg
+        self.strategy = strategy
+        self.eval_files = eval_files
+        self.checkpoint_dir = checkpoint_dir
+        self.model_run_dir = model_run_dir
+        self.total_steps = total_steps
+        self.chief = is_chief(strategy)
+        self.best_path = os.path.join(checkpoint_dir, BEST_DIR, "model")
+        self._best_write_path = os.path.join(
+            worker_dir(checkpoint_dir, strategy), BEST_DIR, "model"
+        )
+
+        with strategy.scope():
+            self.model = task.build_model()
+            self.optimizer = task.build_optimizer(self.model, total_steps)
+            self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
+            # Validation state lives in the checkpoint so a resumed run keeps the best model
+            # and the early-stopping count.
+            self.best_metric = tf.Variable(-math.inf, dtype=tf.float64, trainable=False)
+            self.best_step = tf.Variable(-1, dtype=tf.int64, trainable=False)
+            self.bad_validations = tf.Variable(0, dtype=tf.int64, trainable=False)
+            self.stopped_early = tf.Variable(False, trainable=False)
+            self.loss_scale = None
+            if keras.mixed_precision.global_policy().name == "mixed_float16":
+                self.loss_scale = tf.Variable(2.0**15, trainable=False, name="loss_scale")
+                self.good_steps = tf.Variable(0, dtype=tf.int64, trainable=False)
+        self.dataset = task.build_inputs(strategy, train_files)
+        self.iterator = iter(self.dataset)
+        # A plain tf.data iterator (default strategy) is checkpointed with its buffers; a
+        # multi-replica DistributedIterator is not trackable, so resume fast-forwards it
+        # instead (the pipeline is deterministic, so the position is the same).
+        self._iterator_in_checkpoint = isinstance(self.iterator, tf.__internal__.tracking.Trackable)
+        iterator_item = {"iterator": self.iterator} if self._iterator_in_checkpoint else {}
+        items = dict(
+            model=self.model,
+            step=self.step,
+            **iterator_item,
+            best_metric=self.best_metric,
+            best_step=self.best_step,
+            bad_validations=self.bad_validations,
+            stopped_early=self.stopped_early,
+            **self.optimizer.checkpoint_items(),
+        )
+        if self.loss_scale is not None:
+            items.update(loss_scale=self.loss_scale, good_steps=self.good_steps)
+        self.checkpoint = tf.train.Checkpoint(**items)
+        self.manager = tf.train.CheckpointManager(
+            self.checkpoint,
+            worker_dir(checkpoint_dir, strategy),
+            max_to_keep=self.cfg.keep_checkpoints,
+        )
+        self.best_checkpoint = tf.train.Checkpoint(model=self.model)
+        # (step, loss, pre-clip gradient norm) of the steps this object ran.
+        self.history: list[tuple[int, float, float]] = []
+        self._train_fn = tf.function(self._train_once)
+        ids = tf.TensorSpec([None, None], tf.int64)
+        self._score_fn = tf.function(
+            lambda q, d: tf.cast(self.model((q, d), training=False), tf.float32),
+            input_signature=[ids, ids],
+        )
+
+    # -- steps ----------------------------------------------------------------------------
+    def _train_once(self, iterator) -> dict[str, tf.Tensor]:
+        batch = next(iterator)
+        out = self.strategy.run(
+            self.task.train_step, args=(self.model, self.optimizer, batch, self.loss_scale)
+        )
+        s = self.strategy
+        result = {
+            "loss": s.reduce(tf.distribute.ReduceOp.SUM, out["loss"], axis=None),
+            "grad_norm": s.reduce(tf.distribute.ReduceOp.MEAN, out["grad_norm"], axis=None),
+            "examples": s.reduce(tf.distribute.ReduceOp.SUM, out["examples"], axis=None),
+        }
+        if self.loss_scale is not None:
+            overflows = s.reduce(
+                tf.distribute.ReduceOp.SUM, 1 - tf.cast(out["finite"], tf.int32), axis=None
+            )
+            self._update_loss_scale(overflows == 0)
+            result["finite"] = overflows == 0
+        self.step.assign_add(1)
+        return result
+
+    def _update_loss_scale(self, finite: tf.Tensor) -> None:
+        grow = tf.logical_and(finite, self.good_steps + 1 >= LOSS_SCALE_GROWTH_INTERVAL)
+        self.loss_scale.assign(
+            tf.where(
+                finite,
+                tf.where(grow, self.loss_scale * 2.0, self.loss_scale),
+                tf.maximum(self.loss_scale / 2.0, 1.0),
+            )
+        )
+        self.good_steps.assign(tf.where(tf.logical_and(finite, ~grow), self.good_steps + 1, 0))
+
+    def score(self, query: tf.Tensor, doc: tf.Tensor) -> tf.Tensor:
+        """Training-time scores of padded (query [B, Lq], doc [B, Ld]) pairs."""
+        return self._score_fn(query, doc)
+
+    def validate(self) -> float:
+        qrels, run = validation.score_dev(
+            self._score_fn,
+            self.eval_files,
+            self.cfg.eval_batch_size,
+            self.task.max_query_length,
+            self.task.max_doc_length,
+        )
+        return validation.validation_metric(
+            qrels, run, self.cfg.validation_metric, self.cfg.validation_relevance_level
+        )
+
+    def _check(self, step: int, out: dict) -> None:
+        loss, norm = float(out["loss"]), float(out["grad_norm"])
+        overflow = "finite" in out and not bool(out["finite"])  # fp16: scale shrinks, no abort
+        if not math.isfinite(loss):
+            raise DivergenceError(f"training diverged at step {step}: loss is {loss}")
+        if loss > self.cfg.max_loss:
+            raise DivergenceError(
+                f"training diverged at step {step}: loss {loss:.6g} > max_loss {self.cfg.max_loss}"
+            )
+        if not overflow and not math.isfinite(norm):
+            raise DivergenceError(f"training diverged at step {step}: gradient norm is {norm}")
+
+    # -- loop -----------------------------------------------------------------------------
+    def restore(self) -> int:
+        latest = tf.train.latest_checkpoint(self.checkpoint_dir)  # the chief's, on every worker
+        if latest:
+            self.checkpoint.restore(latest).assert_existing_objects_matched()
+            logging.info("resumed from %s at step %d", latest, int(self.step.numpy()))
+            if not self._iterator_in_checkpoint:
+                skip = tf.function(lambda it: next(it))
+                for _ in range(int(self.step.numpy())):  # one batch per step
+                    skip(self.iterator)
+        return int(self.step.numpy())
+
+    def _validate_and_track(self, step: int, writer) -> float:
+        metric = self.validate()
+        with writer.as_default(step=step):
+            tf.summary.scalar(self.cfg.validation_metric, metric)
+        if metric > float(self.best_metric.numpy()):
+            self.best_metric.assign(metric)
+            self.best_step.assign(step)
+            self.bad_validations.assign(0)
+            self.best_checkpoint.write(self._best_write_path)
+        else:
+            self.bad_validations.assign_add(1)
+        logging.info(
+            "step %d: %s=%.4f (best %.4f at step %d)",
+            step,
+            self.cfg.validation_metric,
+            metric,
+            float(self.best_metric.numpy()),
+            int(self.best_step.numpy()),
+        )
+        return metric
+
+    def train(self, stop_at: int | None = None) -> TrainResult:
+        """Runs (or resumes) training. `stop_at` ends early after that step (tests, preemption
+        drills); the run can then be resumed by a new Controller over the same checkpoint_dir."""
+        cfg = self.cfg
+        start = self.restore()
+        if self.chief:
+            train_writer = tf.summary.create_file_writer(os.path.join(self.model_run_dir, "train"))
+            val_writer = tf.summary.create_file_writer(
+                os.path.join(self.model_run_dir, "validation")
+            )
+        else:
+            train_writer = val_writer = tf.summary.create_noop_writer()
+        last = min(self.total_steps, stop_at) if stop_at is not None else self.total_steps
+        t0 = window_t0 = time.time()
+        examples = window_examples = 0
+        final_metric: float | None = None
+        step = start
+        while step < last and not bool(self.stopped_early.numpy()):
+            out = self._train_fn(self.iterator)
+            step = int(self.step.numpy())
+            self._check(step, out)
+            self.history.append((step, float(out["loss"]), float(out["grad_norm"])))
+            n = int(out["examples"])
+            examples += n
+            window_examples += n
+            if step % cfg.log_every == 0 or step == last:
+                now = time.time()
+                rate = window_examples / max(now - window_t0, 1e-9)
+                eta = (self.total_steps - step) * (now - t0) / max(step - start, 1)
+                lrs = {k: float(v) for k, v in self.optimizer.learning_rates().items()}
+                with train_writer.as_default(step=step):
+                    tf.summary.scalar("loss", out["loss"])
+                    tf.summary.scalar("grad_norm", out["grad_norm"])
+                    tf.summary.scalar("examples_per_sec", rate)
+                    for name, lr in lrs.items():
+                        tf.summary.scalar(name, lr)
+                logging.info(
+                    "step %d/%d loss=%.4f grad_norm=%.3f %s %.1f ex/s eta %.0fs",
+                    step,
+                    self.total_steps,
+                    float(out["loss"]),
+                    float(out["grad_norm"]),
+                    " ".join(f"{k}={v:.3g}" for k, v in lrs.items()),
+                    rate,
+                    eta,
+                )
+                window_t0, window_examples = now, 0
+            validate_now = bool(self.eval_files) and (
+                (cfg.validate_every and step % cfg.validate_every == 0) or step == self.total_steps
+            )
+            if validate_now:
+                final_metric = self._validate_and_track(step, val_writer)
+                patience = cfg.early_stopping_patience
+                if patience and int(self.bad_validations.numpy()) >= patience:
+                    logging.info("early stopping at step %d", step)
+                    self.stopped_early.assign(True)
+            # Validate before saving: the checkpoint then holds the up-to-date best state.
+            if (
+                step % cfg.checkpoint_every == 0
+                or step == self.total_steps
+                or bool(self.stopped_early.numpy())
+            ):
+                self.manager.save(checkpoint_number=step)
+        train_writer.flush()
+        val_writer.flush()
+        wall = time.time() - t0
+        if self.eval_files and final_metric is None and step >= 1:
+            final_metric = self.validate()  # resumed an already finished run
+        best = float(self.best_metric.numpy())
+        return TrainResult(
+            steps=step,
+            best_step=int(self.best_step.numpy()),
+            best_metric=best if math.isfinite(best) else None,
+            final_metric=final_metric,
+            validation_metric=cfg.validation_metric,
+            examples_per_sec=examples / wall if wall > 0 and examples else 0.0,
+            stopped_early=bool(self.stopped_early.numpy()),
+            peak_host_rss_mb=peak_host_rss_mb(),
+            peak_device_memory_mb=peak_device_memory_mb(),
+            wall_seconds=wall,
+        )
+
+    def restore_best(self) -> bool:
+        """Loads the best validated weights into the model (False if none were kept)."""
+        if int(self.best_step.numpy()) < 0:
+            return False
+        self.best_checkpoint.read(self.best_path).assert_existing_objects_matched()
+        return True
+
+
+def write_results(result: TrainResult, model_run_dir: str) -> str:
+    tf.io.gfile.makedirs(model_run_dir)
+    path = os.path.join(model_run_dir, "train_results.json")
+    with tf.io.gfile.GFile(path, "w") as f:
+        json.dump(asdict(result), f, indent=2)
+    return path
