@@ -240,6 +240,8 @@ class BeamConfig:
 
     def pipeline_args(self) -> list[str]:
         workers = self.direct_num_workers or os.cpu_count() or 1
+        if self.direct_running_mode == "in_memory":
+            workers = 1  # in_memory runs one worker whatever is asked; say so to Beam
         return [
             f"--direct_running_mode={self.direct_running_mode}",
             f"--direct_num_workers={workers}",

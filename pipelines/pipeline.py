@@ -14,6 +14,7 @@ from tfx import v1 as tfx
 from components.example_gate import ExampleGate
 from components.ranking_datagen.component import RankingDataGen
 from components.ranking_evaluator.component import RankingEvaluator
+from components.ranking_pusher.component import RankingPusher
 from pipelines.config import PipelineConfig
 
 SCHEMA_FILE = (
@@ -62,7 +63,7 @@ def create_components(config: PipelineConfig) -> list:
         baseline_model=baseline_resolver.outputs["model"],
         evaluator=dataclasses.asdict(config.evaluator),
     )
-    pusher = tfx.components.Pusher(
+    pusher = RankingPusher(
         model=trainer.outputs["model"],
         model_blessing=evaluator.outputs["blessing"],
         push_destination=tfx.proto.PushDestination(
@@ -70,7 +71,10 @@ def create_components(config: PipelineConfig) -> list:
                 base_directory=config.pusher.destination
             )
         ),
-    )
+        evaluation=evaluator.outputs["evaluation"],
+        datagen_summary=datagen.outputs["summary"],
+        model_card_config=dataclasses.asdict(config),
+    ).with_id("Pusher")
     return [
         datagen,
         statistics_gen,

@@ -11,24 +11,30 @@ from trainer_module.config import TrainerConfig
 
 
 def make_strategy(cfg: TrainerConfig) -> tf.distribute.Strategy:
-    """auto: TPU if tpu_name is set, Mirrored if > 1 GPU, else the default strategy."""
+    """auto: TPU if tpu_name is set, Mirrored if > 1 GPU, else the default strategy.
+
+    Call before anything else uses the TF runtime: MultiWorkerMirroredStrategy must configure
+    collectives at startup (physical device listing does not start the runtime).
+    """
     kind = cfg.strategy
-    gpus = tf.config.list_logical_devices("GPU")
     if kind == "auto":
-        kind = "tpu" if cfg.tpu_name else ("mirrored" if len(gpus) > 1 else "default")
-    if kind == "tpu":
+        many_gpus = len(tf.config.list_physical_devices("GPU")) > 1
+        kind = "tpu" if cfg.tpu_name else ("mirrored" if many_gpus else "default")
+    if kind == "multi_worker":
+        strategy: tf.distribute.Strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    elif kind == "tpu":
         resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
             tpu=cfg.tpu_name, zone=cfg.tpu_zone, project=cfg.tpu_project
         )
         tf.config.experimental_connect_to_cluster(resolver)
         tf.tpu.experimental.initialize_tpu_system(resolver)
-        strategy: tf.distribute.Strategy = tf.distribute.TPUStrategy(resolver)
+        strategy = tf.distribute.TPUStrategy(resolver)
     elif kind == "mirrored":
         # Without GPUs, mirror over the (logical) CPU devices, e.g. for tests.
-        devices = [d.name for d in gpus] or [d.name for d in tf.config.list_logical_devices("CPU")]
+        devices = [d.name for d in tf.config.list_logical_devices("GPU")] or [
+            d.name for d in tf.config.list_logical_devices("CPU")
+        ]
         strategy = tf.distribute.MirroredStrategy(devices)
-    elif kind == "multi_worker":
-        strategy = tf.distribute.MultiWorkerMirroredStrategy()
     elif kind == "cpu":
         strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
     else:

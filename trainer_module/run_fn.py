@@ -41,8 +41,8 @@ def run_fn(fn_args: Any) -> TrainResult:
     if fn_args.train_steps and fn_args.train_steps != cfg.train_steps:
         logging.warning("TrainArgs.num_steps=%d overrides trainer.train_steps", steps)
 
+    strategy = hardware.make_strategy(cfg)  # first: multi-worker must precede TF runtime use
     vocab = read_vocab(fn_args.transform_graph_path)
-    strategy = hardware.make_strategy(cfg)
     hardware.set_precision_policy(hardware.precision_policy(cfg, strategy))
     task = RankingTask(cfg, len(vocab), max_q, max_d, vocab)
     fingerprint = run_fingerprint(

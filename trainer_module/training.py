@@ -254,7 +254,10 @@ class Controller:
             train_writer = val_writer = tf.summary.create_noop_writer()
         last = min(self.total_steps, stop_at) if stop_at is not None else self.total_steps
         t0 = window_t0 = time.time()
-        examples = window_examples = 0
+        window_examples = 0
+        # Throughput excludes this session's first step (tracing / compilation).
+        steady_t0: float | None = None
+        steady_examples = 0
         final_metric: float | None = None
         step = start
         while step < last and not bool(self.stopped_early.numpy()):
@@ -263,8 +266,11 @@ class Controller:
             self._check(step, out)
             self.history.append((step, float(out["loss"]), float(out["grad_norm"])))
             n = int(out["examples"])
-            examples += n
             window_examples += n
+            if steady_t0 is None:
+                steady_t0 = time.time()
+            else:
+                steady_examples += n
             if step % cfg.log_every == 0 or step == last:
                 now = time.time()
                 rate = window_examples / max(now - window_t0, 1e-9)
@@ -303,9 +309,10 @@ class Controller:
                 or bool(self.stopped_early.numpy())
             ):
                 self.manager.save(checkpoint_number=step)
+        end = time.time()
         train_writer.flush()
         val_writer.flush()
-        wall = time.time() - t0
+        wall = end - t0
         if self.eval_files and final_metric is None and step >= 1:
             final_metric = self.validate()  # resumed an already finished run
         best = float(self.best_metric.numpy())
@@ -315,7 +322,9 @@ class Controller:
             best_metric=best if math.isfinite(best) else None,
             final_metric=final_metric,
             validation_metric=cfg.validation_metric,
-            examples_per_sec=examples / wall if wall > 0 and examples else 0.0,
+            examples_per_sec=(
+                steady_examples / (end - steady_t0) if steady_t0 and end > steady_t0 else 0.0
+            ),
             stopped_early=bool(self.stopped_early.numpy()),
             peak_host_rss_mb=peak_host_rss_mb(),
             peak_device_memory_mb=peak_device_memory_mb(),

@@ -218,7 +218,9 @@ class BuildExample(beam.DoFn):
             )
         )
         beam.metrics.Metrics.counter(_NS, f"examples_{group.split}").inc()
-        yield group.split, group.key, example.SerializeToString()
+        # deterministic=True: map fields (features) otherwise serialize in hash order, which
+        # differs between processes and would break byte-identical reruns.
+        yield group.split, group.key, example.SerializeToString(deterministic=True)
 
 
 def shuffle_key(seed: int, key: str) -> bytes:

@@ -106,8 +106,9 @@ def read_queries(pattern: str, fmt: str, report: BadRecordReport) -> dict[str, s
             report.add(
                 readers.QUERIES,
                 BadRecord(
-                    loc.path, loc.line, f"duplicate qid {q.qid!r} (first seen at {first.path}:"
-                    f"{first.line})"
+                    loc.path,
+                    loc.line,
+                    f"duplicate qid {q.qid!r} (first seen at {first.path}:{first.line})",
                 ),
             )
             continue
@@ -177,12 +178,13 @@ def read_run(pattern: str, report: BadRecordReport) -> Run:
 def check_qrels(
     judgments: Judgments,
     queries: dict[str, str],
-    docids: set[str],
+    docids: set[str] | None,
     report: BadRecordReport,
 ) -> None:
     """Drops (under skip) judgments whose qid has no query or whose docid is not a document.
 
     Checked in file order, so under fail the error names the first offending qrels line.
+    `docids=None` checks the queries only (done before the documents are read, to fail fast).
     """
     located = sorted(
         ((loc, qid, docid) for (qid, docid), loc in judgments.where.items()),
@@ -192,7 +194,7 @@ def check_qrels(
         problems = []
         if qid not in queries:
             problems.append(f"qrels qid {qid!r} has no query")
-        if docid not in docids:
+        if docids is not None and docid not in docids:
             problems.append(f"judged docid {docid!r} (qid {qid!r}) is not in the corpus")
         if problems:
             report.add(readers.QRELS, BadRecord(loc.path, loc.line, "; ".join(problems)))
@@ -211,7 +213,9 @@ def check_run(run: Run, docids: set[str], report: BadRecordReport) -> None:
     for loc, qid, docid in located:
         report.add(
             readers.RUN,
-            BadRecord(loc.path, loc.line, f"run docid {docid!r} (qid {qid!r}) is not in the corpus"),
+            BadRecord(
+                loc.path, loc.line, f"run docid {docid!r} (qid {qid!r}) is not in the corpus"
+            ),
         )
         del run.scores[qid][docid]
         del run.where[(qid, docid)]
@@ -246,14 +250,24 @@ class _ReadDocumentFile(beam.DoFn):
 
 
 class ReadDocuments(beam.PTransform):
-    """Document files -> PCollections "documents" of (docid, text, file index) and "bad" of
-    BadRecord (a DoOutputsTuple). Documents are reshuffled after reading so that the work
-    downstream spreads over all workers even when the collection is one file."""
+    """Document files -> {"documents": (docid, text, file index), "bad": BadRecord}.
 
-    def __init__(self, pattern: str, fmt: str, policy: str, allow_empty_text: bool = False):
+    With `spread`, documents are reshuffled after reading so that the work downstream spreads
+    over all workers even when the collection is a single file (one file = one task).
+    """
+
+    def __init__(
+        self,
+        pattern: str,
+        fmt: str,
+        policy: str,
+        allow_empty_text: bool = False,
+        spread: bool = True,
+    ):
         super().__init__()
         self._paths = expand_paths(pattern)
         self._policy = policy
+        self._spread = spread
         self._reader = readers.get_reader(readers.DOCUMENTS, fmt, allow_empty_text=allow_empty_text)
 
     @property
@@ -269,29 +283,44 @@ class ReadDocuments(beam.PTransform):
                 readers.BAD_RECORDS_TAG, main="documents"
             )
         )
-        documents = out.documents | "Spread" >> beam.Reshuffle()
+        documents = out.documents
+        if self._spread:
+            documents = documents | "Spread" >> beam.Reshuffle()
         return {"documents": documents, "bad": out[readers.BAD_RECORDS_TAG]}
 
 
-_ERROR_RE = re.compile(r"BadRecordError: (?P<path>.*?):(?P<line>\d+): (?P<problem>.*)")
+_RECORD_RE = re.compile(r"(?P<path>\S.*?):(?P<line>\d+): (?P<problem>.*?)(?: \[while running .*)?$")
+
+
+def _parse_bad_record(text: str) -> BadRecord | None:
+    m = _RECORD_RE.match(text.strip())
+    if m is None:
+        return None
+    return BadRecord(m.group("path"), int(m.group("line")), m.group("problem"))
 
 
 def unwrap_bad_record_error(error: BaseException) -> BadRecordError | None:
     """The BadRecordError behind an exception from a Beam pipeline, or None.
 
-    In-process runners re-raise it with " [while running '<step>']" appended to the message;
-    multi-process ones raise a RuntimeError holding the worker's traceback as text. Either way
-    the run should stop with the plain "<file>:<line>: <problem>" message.
+    In-process runners re-raise it as a new BadRecordError built from the message with
+    " [while running '<step>']" appended (so its `bad_record` is that string); multi-process
+    ones raise a RuntimeError holding the worker's traceback as text. Either way the run should
+    stop with the plain "<file>:<line>: <problem>" message.
     """
     seen: set[int] = set()
     current: BaseException | None = error
     while current is not None and id(current) not in seen:
         seen.add(id(current))
         if isinstance(current, BadRecordError):
-            return BadRecordError(current.bad_record)
+            bad = current.bad_record
+            if not isinstance(bad, BadRecord):
+                bad = _parse_bad_record(str(bad))
+            if bad is not None:
+                return BadRecordError(bad)
         current = current.__cause__ or current.__context__
-    m = _ERROR_RE.search(str(error))
-    if m is None:
-        return None
-    problem = m.group("problem").split(" [while running", 1)[0].rstrip()
-    return BadRecordError(BadRecord(m.group("path"), int(m.group("line")), problem))
+    for line in str(error).splitlines():
+        if "BadRecordError: " in line:
+            bad = _parse_bad_record(line.split("BadRecordError: ", 1)[1])
+            if bad is not None:
+                return BadRecordError(bad)
+    return None

@@ -44,7 +44,9 @@ def write_run(path: str, ranked: dict[str, list[tuple[str, float, int]]], run_id
 
 def write_qrels(path: str, qrels: dict[str, dict[str, int]]) -> None:
     lines = [
-        f"{qid} 0 {docid} {rel}\n" for qid in sorted(qrels) for docid, rel in sorted(qrels[qid].items())
+        f"{qid} 0 {docid} {rel}\n"
+        for qid in sorted(qrels)
+        for docid, rel in sorted(qrels[qid].items())
     ]
     write_text(path, "".join(lines))
 
@@ -94,7 +96,9 @@ def _md_value(value: Any) -> str:
 
 def summary_markdown(summary: dict[str, Any]) -> str:
     """summary.json as a table, with the bad-record examples listed below it."""
-    rows = [f"| {key} | {_md_value(value)} |" for key, value in summary.items() if key != "bad_records"]
+    rows = [
+        f"| {key} | {_md_value(value)} |" for key, value in summary.items() if key != "bad_records"
+    ]
     bad = summary.get("bad_records", {})
     rows.append(f"| bad_records | {bad.get('total', 0)} ({_md_value(bad.get('by_kind', {}))}) |")
     text = "# RankingDataGen summary\n\n| count | value |\n|---|---|\n" + "\n".join(rows) + "\n"
@@ -110,4 +114,3 @@ def summary_markdown(summary: dict[str, Any]) -> str:
 def write_summary(summary_dir: str, summary: dict[str, Any]) -> None:
     write_text(os.path.join(summary_dir, SUMMARY_JSON), json.dumps(summary, indent=2) + "\n")
     write_text(os.path.join(summary_dir, SUMMARY_MD), summary_markdown(summary))
-

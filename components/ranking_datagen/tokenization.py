@@ -18,9 +18,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 import tensorflow_transform as tft
+from tensorflow_text.core.pybinds import (
+    pywrap_fast_wordpiece_tokenizer_model_builder as model_builder,
+)
 from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
 
 RESERVED_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -54,25 +58,59 @@ def split_words(normalized: tf.Tensor) -> tf.RaggedTensor:
 
 
 def learn_wordpiece_vocab(word_counts: Iterable[tuple[str, int]], vocab_size: int) -> list[str]:
-    """Learns a WordPiece vocabulary from word counts with tensorflow-text's learner."""
-    # The learner is deterministic for a given count list; sort so Beam's arbitrary combine
-    # order cannot change the result.
+    """Learns a WordPiece vocabulary of at most `vocab_size` tokens from word counts, with
+    tensorflow-text's learner (`learn_with_thresh`: one learning run at a count threshold).
+
+    The threshold search is ours, not the library's `learn()`: that one bisects between 1 and
+    the largest word count, and each step is a full learning run (seconds to minutes in pure
+    Python), so it took ~15 runs even when the answer is a threshold of 1 or 2, and could
+    return more tokens than asked when it ran out of range. Vocabulary size falls as the
+    threshold rises, so here: threshold 1 first (small corpora stop there), then doubling until
+    the vocabulary fits, then bisection between the last two; ~2*log2(threshold) runs.
+    """
+    # Sorted, so Beam's arbitrary combine order cannot change the (deterministic) result.
     counts = sorted(word_counts, key=lambda kv: (-kv[1], kv[0]))
-    vocab = learner.learn(
-        counts,
-        vocab_size=vocab_size,
-        reserved_tokens=RESERVED_TOKENS,
+    params = learner.Params(
         upper_thresh=10_000_000,
         lower_thresh=1,
         num_iterations=4,
         max_input_tokens=5_000_000,
         max_token_length=50,
         max_unique_chars=1000,
+        vocab_size=vocab_size,
         slack_ratio=0.05,
         include_joiner_token=True,
         joiner="##",
+        reserved_tokens=RESERVED_TOKENS,
     )
-    return list(vocab)
+    if not counts:
+        return list(RESERVED_TOKENS)
+    words = learner.get_input_words(counts, params.reserved_tokens, params.max_token_length)
+    allowed = learner.get_allowed_chars(words, params.max_unique_chars)
+    words = learner.filter_input_words(words, allowed, params.max_input_tokens)
+    max_count = max(c for _, c in words) if words else 1
+    learned: dict[int, list[str]] = {}
+
+    def learn(thresh: int) -> list[str]:
+        if thresh not in learned:
+            learned[thresh] = learner.learn_with_thresh(words, thresh, params)
+        return learned[thresh]
+
+    def good_enough(vocab: list[str]) -> bool:
+        return vocab_size * (1 - params.slack_ratio) <= len(vocab) <= vocab_size
+
+    if len(learn(1)) <= vocab_size:
+        return learn(1)
+    too_low, fits = 1, 2  # learn(too_low) is too large; find a threshold that fits
+    while len(learn(fits)) > vocab_size and fits <= max_count:
+        too_low, fits = fits, fits * 2
+    while fits - too_low > 1 and not good_enough(learn(fits)):
+        mid = (too_low + fits) // 2
+        if len(learn(mid)) > vocab_size:
+            too_low = mid
+        else:
+            fits = mid
+    return list(learn(fits))
 
 
 def read_vocab(vocab_file: str) -> list[str]:
@@ -111,12 +149,20 @@ def make_preprocessing_fn(vocab_file: str, lowercase: bool = True) -> Callable:
     Input feature spec: {"text": tf.io.FixedLenFeature([], tf.string)}.
     Outputs: `token_ids` (VarLen int64) and `unk_count` (int64 scalar, for the OOV rate).
     """
-    vocab = read_vocab(vocab_file)
+    # The tokenizer's model (a flatbuffer) is compiled once here. Built from `vocab=` inside
+    # the function, every trace (tf.Transform traces several times) would recompile it and turn
+    # it into a constant through a Python list of ints: ~2 s a trace.
+    model = np.frombuffer(
+        model_builder.build_fast_wordpiece_model(
+            read_vocab(vocab_file), 100, "##", "[UNK]", False, False
+        ),
+        dtype=np.uint8,
+    )
 
     def preprocessing_fn(inputs: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         texts = tf.reshape(inputs[RAW_TEXT_KEY], [-1])
         tokenizer = tf_text.FastWordpieceTokenizer(
-            vocab=vocab, token_out_type=tf.int64, unknown_token="[UNK]"
+            model_buffer=tf.constant(model), token_out_type=tf.int64
         )
         tokens = tokenizer.tokenize(normalize(texts, lowercase))
         # A lookup table over the vocab file makes TF track the file as an asset of the graph;

@@ -45,7 +45,8 @@ def decide(
             continue
         stats = comparisons[reference][main]
         delta = stats["mean_delta"]
-        line = f"{main} change vs {reference.replace('_', ' ')} = {delta:+.4f} (need >= {threshold:+.4f})"
+        label = reference.replace("_", " ")
+        line = f"{main} change vs {label} = {delta:+.4f} (need >= {threshold:+.4f})"
         if delta < threshold:
             failed.append(f"{line}: too small")
         else:
@@ -53,6 +54,6 @@ def decide(
         if config.get("require_significance"):
             p = stats["randomization_p"]
             level = config["significance_level"]
-            sig = f"{main} vs {reference.replace('_', ' ')}: randomization p = {p:.4f} (need < {level})"
+            sig = f"{main} vs {label}: randomization p = {p:.4f} (need < {level}, gain > 0)"
             (passed if p < level and delta > 0 else failed).append(sig)
     return Decision(blessed=not failed, reasons=failed, checks=passed)

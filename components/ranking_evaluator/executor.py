@@ -1,11 +1,23 @@
-"""RankingEvaluator executor: rerank held-out queries, score against qrels, bless or reject."""
+"""RankingEvaluator executor: rerank held-out queries, score against qrels, bless or reject.
+
+Outputs (see docs/evaluator.md):
+- evaluation (ModelEvaluation): metrics.json, report.md, report.html and the three TREC runs
+  of the split, candidate.run, first_stage.run and (with a baseline) baseline.run;
+- candidate_run (rankpipe.TrecRun): the candidate's run again, as run.txt, for downstream use;
+- blessing (ModelBlessing): a BLESSED or NOT_BLESSED file holding the reasons, and the custom
+  properties the standard Pusher and LatestBlessedModelStrategy read;
+- report (system.HTML): report.html as a single file, which the Kubeflow UI renders.
+"""
 
 from __future__ import annotations
 
 import json
 import logging
 import os
+import shutil
+import tempfile
 import time
+import uuid
 from typing import Any
 
 import apache_beam as beam
@@ -19,6 +31,13 @@ from components import artifacts
 from components.ranking_evaluator import blessing, report, scoring, significance, trec_eval
 
 BLESSED_FILE, NOT_BLESSED_FILE = "BLESSED", "NOT_BLESSED"
+METRICS_FILE = "metrics.json"
+# Run files inside the evaluation artifact, by system.
+RUN_FILES = {
+    "candidate": "candidate.run",
+    "baseline": "baseline.run",
+    "first_stage": "first_stage.run",
+}
 
 
 def _write(path: str, text: str) -> None:
@@ -29,15 +48,37 @@ def _write(path: str, text: str) -> None:
 
 
 def write_trec_run(path: str, run: dict[str, dict[str, float]], run_id: str) -> None:
-    """TREC run with ranks consistent with scores (trec_eval order: score desc, docno desc)."""
+    """TREC run whose rank column is trec_eval's order (score desc, then docno desc).
+
+    Scores are written with repr(), which round-trips exactly: reading the file back gives the
+    same floats, so trec_eval on the file reproduces metrics.json and no two documents that
+    differ in score get the same printed score (a rounded score could reorder ties).
+    """
     lines = []
     for qid in sorted(run):
-        ranked = sorted(run[qid].items(), key=lambda kv: (kv[1], kv[0]), reverse=True)
+        docs = run[qid]
         lines.extend(
-            f"{qid} Q0 {docid} {rank} {score:.6f} {run_id}\n"
-            for rank, (docid, score) in enumerate(ranked, 1)
+            f"{qid} Q0 {docid} {rank} {docs[docid]!r} {run_id}\n"
+            for rank, docid in enumerate(trec_eval.rank_documents(docs), 1)
         )
     _write(path, "".join(lines))
+
+
+def _local_copy(path: str, local_dir: str) -> str:
+    # trec_eval's readers use open(); artifacts may live on gs:// or other gfile filesystems.
+    if "://" not in path:
+        return path
+    local = os.path.join(local_dir, f"{len(os.listdir(local_dir))}-{os.path.basename(path)}")
+    tf.io.gfile.copy(path, local, overwrite=True)
+    return local
+
+
+def _read_scores(pattern: str) -> list[scoring.Scored]:
+    rows = []
+    for path in sorted(tf.io.gfile.glob(pattern)):
+        with tf.io.gfile.GFile(path) as f:
+            rows.extend((qid, docid, tuple(s)) for qid, docid, s in map(json.loads, f))
+    return rows
 
 
 class Executor(base_beam_executor.BaseBeamExecutor):
@@ -56,67 +97,100 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         evaluation = artifact_utils.get_single_instance(output_dict["evaluation"])
         blessing_artifact = artifact_utils.get_single_instance(output_dict["blessing"])
         run_artifact = artifact_utils.get_single_instance(output_dict["candidate_run"])
+        report_artifact = (output_dict.get("report") or [None])[0]
 
-        qrels = trec_eval.read_qrels(
-            os.path.join(artifact_utils.get_single_uri(input_dict["qrels"]), artifacts.QRELS_FILE)
-        )
-        first_stage_all = trec_eval.read_run(
-            os.path.join(
-                artifact_utils.get_single_uri(input_dict["first_stage_run"]), artifacts.RUN_FILE
+        local_dir = tempfile.mkdtemp(prefix="ranking_evaluator-")
+        try:
+            qrels = trec_eval.read_qrels(
+                _local_copy(
+                    os.path.join(
+                        artifact_utils.get_single_uri(input_dict["qrels"]), artifacts.QRELS_FILE
+                    ),
+                    local_dir,
+                )
             )
-        )
-        models = {"candidate": path_utils.serving_model_path(model.uri)}
-        if baseline is not None and baseline.uri != model.uri:
-            models["baseline"] = path_utils.serving_model_path(baseline.uri)
+            first_stage_all = trec_eval.read_run(
+                _local_copy(
+                    os.path.join(
+                        artifact_utils.get_single_uri(input_dict["first_stage_run"]),
+                        artifacts.RUN_FILE,
+                    ),
+                    local_dir,
+                )
+            )
+        finally:
+            shutil.rmtree(local_dir, ignore_errors=True)
 
-        # Score every candidate of the split with each model in one Beam pipeline.
+        models = {"candidate": model}
+        # The resolver hands back the candidate itself when it is already the latest blessed
+        # model (a re-evaluation): comparing a model with itself says nothing.
+        same = baseline is not None and (
+            baseline.uri == model.uri or (bool(model.id) and baseline.id == model.id)
+        )
+        if baseline is not None and not same:
+            models["baseline"] = baseline
+
+        # ---- scoring: every candidate of the split, all models in one fused Beam pass ---------
         split_uri = artifact_utils.get_split_uri([examples], split)
-        pattern = io_utils.all_files_pattern(split_uri)
-        scores_dir = os.path.join(self._get_tmp_dir(), "scores")
-        tf.io.gfile.makedirs(scores_dir)
+        # A fresh directory per attempt: a retried execution must not read a failed one's parts.
+        scores_prefix = os.path.join(self._get_tmp_dir(), f"scores-{uuid.uuid4().hex}", "part")
         t0 = time.time()
         with self._make_beam_pipeline() as p:
-            serialized = p | "ReadExamples" >> beam.io.ReadFromTFRecord(
-                pattern, compression_type=beam.io.filesystem.CompressionTypes.GZIP
-            )
-            for name, model_dir in models.items():
-                out_path = os.path.join(scores_dir, f"{name}.json")
-                _ = (
-                    serialized
-                    | f"Score[{name}]" >> scoring.ScoreExamples(model_dir)
-                    | f"Collect[{name}]" >> beam.combiners.ToList()
-                    | f"Write[{name}]"
-                    >> beam.Map(lambda s, path=out_path: _write(path, json.dumps(s)))
+            _ = (
+                p
+                | "ReadExamples"
+                >> beam.io.ReadFromTFRecord(
+                    io_utils.all_files_pattern(split_uri),
+                    compression_type=beam.io.filesystem.CompressionTypes.GZIP,
                 )
-        runs = {}
-        for name in models:
-            with tf.io.gfile.GFile(os.path.join(scores_dir, f"{name}.json")) as f:
-                runs[name] = scoring.to_run(json.load(f))
+                | "Score"
+                >> scoring.ScoreExamples(
+                    [path_utils.serving_model_path(m.uri) for m in models.values()],
+                    batch_size=config.get("batch_size", 256),
+                )
+                | "ToJson" >> beam.Map(json.dumps)
+                | "WriteScores" >> beam.io.WriteToText(scores_prefix, file_name_suffix=".jsonl")
+            )
+        runs = scoring.to_runs(_read_scores(scores_prefix + "*.jsonl"), list(models))
+        scoring_seconds = time.time() - t0
         n_scored = sum(len(d) for d in runs["candidate"].values())
+        if not n_scored:
+            raise ValueError(f"the {split} split of {examples.uri} has no examples to score")
         logging.info(
             "Scored %d candidates of %d %s queries with %d model(s) in %.1fs",
             n_scored,
             len(runs["candidate"]),
             split,
             len(models),
-            time.time() - t0,
+            scoring_seconds,
         )
-        split_qids = set(runs["candidate"])
-        runs["first_stage"] = {q: d for q, d in first_stage_all.items() if q in split_qids}
-        split_qrels = {q: j for q, j in qrels.items() if q in split_qids}
 
+        # ---- metrics: the split's queries against the full qrels --------------------------
+        split_qids = sorted(runs["candidate"])
+        runs["first_stage"] = {q: first_stage_all.get(q, {}) for q in split_qids}
+        missing = sum(
+            len(set(runs["first_stage"][q]) - set(runs["candidate"][q])) for q in split_qids
+        )
+        if missing:
+            logging.warning("%d first-stage candidates of the split have no example", missing)
+        # Full judgments: relevant documents the first stage never retrieved count (recall,
+        # MAP, nDCG's ideal ranking), exactly as trec_eval run on the files would count them.
+        split_qrels = {q: qrels[q] for q in split_qids if qrels.get(q)}
         measures = config["measures"]
         level = config["relevance_level"]
         per_query = {
-            name: trec_eval.compute_metrics(split_qrels, run, measures, relevance_level=level)
+            name: trec_eval.compute_metrics(
+                split_qrels, run, measures, relevance_level=level, complete=True
+            )
             for name, run in runs.items()
         }
         aggregates = {name: trec_eval.mean_metrics(pq, measures) for name, pq in per_query.items()}
+        metric_names = list(aggregates["candidate"])
         comparisons = {
             reference: significance.compare_per_query(
                 per_query[reference],
                 per_query["candidate"],
-                measures,
+                metric_names,
                 trials=config["randomization_trials"],
                 seed=config["seed"],
             )
@@ -125,32 +199,63 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         }
         decision = blessing.decide(aggregates["candidate"], comparisons, config)
 
+        # ---- outputs --------------------------------------------------------------------------
         for name, run in runs.items():
-            write_trec_run(os.path.join(evaluation.uri, f"{name}.run"), run, name)
+            write_trec_run(os.path.join(evaluation.uri, RUN_FILES[name]), run, name)
         tf.io.gfile.copy(
-            os.path.join(evaluation.uri, "candidate.run"),
+            os.path.join(evaluation.uri, RUN_FILES["candidate"]),
             os.path.join(run_artifact.uri, artifacts.RUN_FILE),
             overwrite=True,
         )
+        run_artifact.set_string_custom_property("split", split)
+        run_artifact.set_string_custom_property("run_id", "candidate")
+        run_artifact.set_int_custom_property("num_queries", len(split_qids))
+
+        main = config["main_metric"]
         metrics = {
             "split": split,
-            "main_metric": config["main_metric"],
+            "main_metric": main,
             "relevance_level": level,
             "num_queries": len(split_qids),
+            "num_judged_queries": len(split_qrels),
             "candidates_scored": n_scored,
+            "first_stage_candidates_without_example": missing,
             "aggregate": aggregates,
             "per_query": per_query,
             "comparisons": comparisons,
             "blessed": decision.blessed,
             "reasons": decision.reasons,
             "checks": decision.checks,
+            "thresholds": {
+                key: config.get(key)
+                for key in (
+                    "min_values",
+                    "min_delta_vs_first_stage",
+                    "min_delta_vs_baseline",
+                    "require_significance",
+                    "significance_level",
+                )
+            },
+            "runs": {name: RUN_FILES[name] for name in runs},
             "model": model.uri,
-            "baseline_model": models.get("baseline"),
+            "model_id": model.id,
+            "baseline_model": models["baseline"].uri if "baseline" in models else None,
+            "baseline_model_id": models["baseline"].id if "baseline" in models else None,
+            "scoring_seconds": round(scoring_seconds, 2),
+            "candidates_per_second": round(n_scored * len(models) / scoring_seconds, 1),
             "seconds": round(time.time() - start, 1),
         }
-        _write(os.path.join(evaluation.uri, "metrics.json"), json.dumps(metrics, indent=2))
+        html = report.html(metrics)
+        _write(os.path.join(evaluation.uri, METRICS_FILE), json.dumps(metrics, indent=2))
         _write(os.path.join(evaluation.uri, "report.md"), report.markdown(metrics))
-        _write(os.path.join(evaluation.uri, "report.html"), report.html(metrics))
+        _write(os.path.join(evaluation.uri, "report.html"), html)
+        if report_artifact is not None:
+            report_artifact.value = html  # one file at the URI: what the KFP UI renders
+        # Headline numbers on the artifact itself, for MLMD queries and the KFP artifact view.
+        evaluation.set_int_custom_property("blessed", int(decision.blessed))
+        evaluation.set_string_custom_property("main_metric", main)
+        for name, values in aggregates.items():
+            evaluation.set_float_custom_property(f"{name}_{main}", values[main])
 
         # Standard ModelBlessing contract: Pusher and the LatestBlessedModel resolver read these.
         _write(
@@ -166,11 +271,12 @@ class Executor(base_beam_executor.BaseBeamExecutor):
             blessing_artifact.set_string_custom_property("baseline_model", baseline.uri)
             blessing_artifact.set_int_custom_property("baseline_model_id", baseline.id)
         logging.info(
-            "RankingEvaluator: %s %s = %.4f (first stage %.4f) -> %s %s",
+            "RankingEvaluator: %s %s = %.4f (first stage %.4f%s) -> %s %s",
             split,
-            config["main_metric"],
-            aggregates["candidate"][config["main_metric"]],
-            aggregates["first_stage"][config["main_metric"]],
+            main,
+            aggregates["candidate"][main],
+            aggregates["first_stage"][main],
+            f", baseline {aggregates['baseline'][main]:.4f}" if "baseline" in aggregates else "",
             "BLESSED" if decision.blessed else "NOT BLESSED",
             "; ".join(decision.reasons),
         )

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
 import trainer_testdata
 
@@ -25,7 +23,3 @@ def examples_dir(tmp_path_factory, transform_graph) -> str:
 def listwise_examples_dir(tmp_path_factory, transform_graph) -> str:
     root = tmp_path_factory.mktemp("examples_listwise")
     return trainer_testdata.make_examples(str(root), transform_graph, group_size=4)
-
-
-def split_pattern(examples: str, split: str) -> list[str]:
-    return [os.path.join(examples, f"Split-{split}", "*")]

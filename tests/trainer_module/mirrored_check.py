@@ -28,7 +28,7 @@ def main(examples: str, transform_graph: str, work: str) -> None:
             batch_size=8,
             train_steps=8,
             checkpoint_every=4,
-            validate_every=4,
+            validate_every=0,
         )
         strategy = make_strategy(cfg)
         assert strategy.num_replicas_in_sync == (1 if name == "single" else 2)

@@ -6,7 +6,6 @@ import pytest
 import tensorflow as tf
 import tfx.v1 as tfx
 import trainer_testdata
-from conftest import split_pattern
 
 from trainer_module import inputs
 from trainer_module.checkpointing import checkpoint_dir, run_fingerprint
@@ -62,7 +61,9 @@ def test_serving_default_matches_training_scores(exported, transform_graph):
 
 def test_score_examples_matches_training_scores(exported, examples_dir):
     controller, loaded = exported
-    records = trainer_testdata.read_records(split_pattern(examples_dir, "dev")[0])[:40]
+    records = trainer_testdata.read_records(trainer_testdata.split_pattern(examples_dir, "dev")[0])[
+        :40
+    ]
     got = loaded.signatures["score_examples"](examples=tf.constant(records))["score"].numpy()
     parsed = [
         inputs.parse_group(tf.constant(r), trainer_testdata.MAX_Q, trainer_testdata.MAX_D)
@@ -85,8 +86,8 @@ def test_run_fn_end_to_end_and_resume(examples_dir, transform_graph, tmp_path):
         trainer_root = tmp_path / "pipeline" / "Trainer"
         return tfx.components.FnArgs(
             working_dir=str(tmp_path / "work"),
-            train_files=split_pattern(examples_dir, "train"),
-            eval_files=split_pattern(examples_dir, "dev"),
+            train_files=trainer_testdata.split_pattern(examples_dir, "train"),
+            eval_files=trainer_testdata.split_pattern(examples_dir, "dev"),
             train_steps=10,
             transform_graph_path=transform_graph,
             serving_model_dir=str(trainer_root / "model" / str(execution_id) / "Format-Serving"),
@@ -125,8 +126,8 @@ def test_run_fn_end_to_end_and_resume(examples_dir, transform_graph, tmp_path):
 def test_run_fn_divergence_exports_nothing(examples_dir, transform_graph, tmp_path):
     cfg = trainer_testdata.small_config(max_loss=1e-6)
     args = tfx.components.FnArgs(
-        train_files=split_pattern(examples_dir, "train"),
-        eval_files=split_pattern(examples_dir, "dev"),
+        train_files=trainer_testdata.split_pattern(examples_dir, "train"),
+        eval_files=trainer_testdata.split_pattern(examples_dir, "dev"),
         train_steps=5,
         transform_graph_path=transform_graph,
         serving_model_dir=str(tmp_path / "Trainer" / "model" / "1" / "Format-Serving"),

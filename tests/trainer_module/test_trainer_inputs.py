@@ -1,7 +1,6 @@
 import numpy as np
 import tensorflow as tf
 import trainer_testdata
-from conftest import split_pattern
 
 from trainer_module import inputs
 
@@ -18,7 +17,7 @@ def test_parse_group_splits_and_truncates():
 
 def test_train_batches_shape_and_determinism(examples_dir):
     cfg = trainer_testdata.small_config(batch_size=4)
-    files = split_pattern(examples_dir, "train")
+    files = trainer_testdata.split_pattern(examples_dir, "train")
     assert inputs.peek_group_size(files) == 2
 
     def first_batches():
@@ -34,14 +33,18 @@ def test_train_batches_shape_and_determinism(examples_dir):
 
 def test_static_shapes_pad_to_max_lengths(examples_dir):
     cfg = trainer_testdata.small_config(static_shapes=True)
-    ds = inputs.make_train_dataset(split_pattern(examples_dir, "train"), cfg, 8, 16, 2, 4)
+    ds = inputs.make_train_dataset(
+        trainer_testdata.split_pattern(examples_dir, "train"), cfg, 8, 16, 2, 4
+    )
     assert ds.element_spec["docs"].shape.as_list() == [4, 2, 16]
     assert ds.element_spec["query"].shape.as_list() == [4, 8]
 
 
 def test_bucketing_respects_token_budget(examples_dir):
     cfg = trainer_testdata.small_config(bucketing={"enabled": True, "token_budget": 120})
-    ds = inputs.make_train_dataset(split_pattern(examples_dir, "train"), cfg, 8, 16, 2, 4)
+    ds = inputs.make_train_dataset(
+        trainer_testdata.split_pattern(examples_dir, "train"), cfg, 8, 16, 2, 4
+    )
     sizes = set()
     for batch in ds.take(10):
         b, n, ld = batch["docs"].shape
@@ -56,7 +59,7 @@ def test_bucket_boundaries_geometric():
 
 
 def test_eval_dataset_flattens_candidates(examples_dir):
-    ds = inputs.make_eval_dataset(split_pattern(examples_dir, "dev"), 16, 8, 16)
+    ds = inputs.make_eval_dataset(trainer_testdata.split_pattern(examples_dir, "dev"), 16, 8, 16)
     batch = next(iter(ds))
     assert batch["doc"].shape[0] == 16 and batch["qid"].dtype == tf.string
     assert set(batch["judged"].numpy()) <= {0, 1}

@@ -65,7 +65,7 @@ def test_divergence_guard_catches_nan(examples_dir, transform_graph, tmp_path):
         controller.train()
 
 
-@pytest.mark.parametrize("model", ["knrm", "transformer"])
+@pytest.mark.parametrize("model", ["transformer"])  # knrm: see test_trainer_kill_resume
 def test_resume_is_exact(model, examples_dir, transform_graph, tmp_path):
     """Killed after step 12 (last checkpoint at 10), re-run -> same weights as never killed."""
     cfg = trainer_testdata.small_config(

@@ -151,6 +151,11 @@ def make_examples(
     return root
 
 
+def split_pattern(examples: str, split: str) -> list[str]:
+    """The Trainer's view of a split: fn_args.train_files / eval_files style glob patterns."""
+    return [os.path.join(examples, f"Split-{split}", "*")]
+
+
 def read_records(pattern: str) -> list[bytes]:
     out = []
     for path in sorted(tf.io.gfile.glob(pattern)):

@@ -1,0 +1,176 @@
+"""The model card written next to every pushed model: data, config, metrics, the evaluation."""
+
+from __future__ import annotations
+
+import datetime
+import json
+from typing import Any
+
+CARD_MD, CARD_JSON = "model_card.md", "model_card.json"
+# The measures the card's table leads with (then the rest of the evaluation's measures).
+_CONFIG_SECTIONS = ("collection", "datagen", "trainer", "evaluator")
+_HEADLINE = ("ndcg_cut_10", "map", "recip_rank", "mrr_cut_10", "P_10", "recall_100")
+
+USAGE = """\
+import tensorflow as tf
+import tensorflow_text  # registers the tokenizer ops the serving graph uses
+
+model = tf.saved_model.load("{path}")
+scores = model.signatures["serving_default"](
+    query=tf.constant(["what is the heat transfer of a slab"]),
+    document=tf.constant(["an analysis of heat conduction in composite slabs"]),
+)["score"]
+"""
+
+
+def build(
+    *,
+    version: str,
+    serving_path: str,
+    model_uri: str,
+    model_id: int,
+    evaluation: dict[str, Any] | None,
+    evaluation_uri: str | None,
+    datagen_summary: dict[str, Any] | None,
+    pipeline_config: dict[str, Any] | None,
+    pushed_at: datetime.datetime | None = None,
+) -> dict[str, Any]:
+    """The card as a JSON-able dict (model_card.json); `markdown` renders it."""
+    config = pipeline_config or {}
+    pushed_at = pushed_at or datetime.datetime.now(datetime.timezone.utc)
+    card: dict[str, Any] = {
+        "version": version,
+        "serving_path": serving_path,
+        "pushed_at": pushed_at.isoformat(timespec="seconds"),
+        "pipeline_name": config.get("runner", {}).get("pipeline_name"),
+        "model": {"uri": model_uri, "mlmd_id": model_id},
+        "signatures": {
+            "serving_default": "query: string [N], document: string [N] -> score: float32 [N]",
+            "score_examples": "examples: serialized tf.Example string [N] -> score: float32 [N]",
+        },
+        "data": datagen_summary,
+        "config": {key: config[key] for key in _CONFIG_SECTIONS if key in config},
+        "evaluation": None,
+    }
+    if evaluation is not None:
+        card["evaluation"] = {
+            "uri": evaluation_uri,
+            "split": evaluation["split"],
+            "num_queries": evaluation["num_queries"],
+            "candidates_scored": evaluation["candidates_scored"],
+            "main_metric": evaluation["main_metric"],
+            "blessed": evaluation["blessed"],
+            "checks": evaluation["checks"],
+            "reasons": evaluation["reasons"],
+            "thresholds": evaluation.get("thresholds"),
+            "aggregate": evaluation["aggregate"],
+            "comparisons": {
+                ref: {
+                    m: {
+                        k: s[k]
+                        for k in (
+                            "mean_delta",
+                            "ttest_p",
+                            "randomization_p",
+                            "wins",
+                            "ties",
+                            "losses",
+                        )
+                    }
+                    for m, s in stats.items()
+                }
+                for ref, stats in evaluation["comparisons"].items()
+            },
+            "baseline_model": evaluation.get("baseline_model"),
+        }
+    return card
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4f}"
+    return "" if value is None else str(value)
+
+
+def _metrics_table(ev: dict[str, Any]) -> list[str]:
+    agg = ev["aggregate"]
+    measures = list(agg["candidate"])
+    ordered = [m for m in _HEADLINE if m in measures]
+    ordered += [m for m in measures if m not in ordered]
+    systems = [s for s in ("first_stage", "baseline") if s in agg]
+    labels = {"first_stage": "first stage", "baseline": "previous blessed model"}
+    head = ["measure", *(labels[s] for s in systems), "this model"]
+    for ref in systems:
+        head += [f"Δ vs {labels[ref]}", "p (randomization)", "W/T/L"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for m in ordered:
+        row = [m, *(_fmt(agg[s][m]) for s in systems), _fmt(agg["candidate"][m])]
+        for ref in systems:
+            s = ev["comparisons"][ref][m]
+            row += [
+                f"{s['mean_delta']:+.4f}",
+                _fmt(s["randomization_p"]),
+                f"{s['wins']}/{s['ties']}/{s['losses']}",
+            ]
+        lines.append("| " + " | ".join(row) + " |")
+    return lines
+
+
+def markdown(card: dict[str, Any]) -> str:
+    name = card.get("pipeline_name") or "rankpipe"
+    trainer = card["config"].get("trainer", {})
+    lines = [
+        f"# Model card: {name} reranker, version {card['version']}",
+        "",
+        f"Pushed {card['pushed_at']} to `{card['serving_path']}` from the Trainer's model "
+        f"`{card['model']['uri']}` (MLMD artifact {card['model']['mlmd_id']}).",
+        "",
+        "## Model",
+        "",
+    ]
+    if trainer:
+        lines += [
+            f"- architecture: `{trainer.get('model')}`, loss `{trainer.get('loss')}`",
+            f"- training: {trainer.get('train_steps')} steps, batch size "
+            f"{trainer.get('batch_size')}, learning rate {trainer.get('learning_rate')}",
+        ]
+    lines += [f"- signature `{k}`: {v}" for k, v in card["signatures"].items()]
+    usage = USAGE.format(path=card["serving_path"]).rstrip()
+    lines += ["", "Scoring raw text:", "", "```python", usage, "```"]
+    lines += ["", "## Data", ""]
+    data = card.get("data")
+    datagen = card["config"].get("datagen", {})
+    collection = card["config"].get("collection", {})
+    if data:
+        lines += [
+            f"- collection `{data.get('collection')}`: {data.get('documents')} documents, "
+            f"{data.get('queries')} queries, {data.get('judged_queries')} judged queries, "
+            f"{data.get('judged_pairs')} judgments",
+            f"- queries per split: {data.get('queries_per_split')}; examples per split: "
+            f"{data.get('examples_per_split')}",
+        ]
+    if datagen:
+        first_stage = collection.get("first_stage_run") or "BM25 computed by RankingDataGen"
+        lines += [
+            f"- first stage: {first_stage}, top {datagen.get('candidates_depth')} candidates",
+            f"- text: up to {datagen.get('max_query_length')} query / "
+            f"{datagen.get('max_doc_length')} document tokens",
+        ]
+    if not data and not datagen:
+        lines.append("- not recorded (the Pusher was given no datagen summary or config)")
+    ev = card.get("evaluation")
+    lines += ["", "## The evaluation it passed", ""]
+    if ev:
+        lines += [
+            f"**{'BLESSED' if ev['blessed'] else 'NOT BLESSED'}** by RankingEvaluator on the "
+            f"{ev['split']} split ({ev['num_queries']} queries, {ev['candidates_scored']} "
+            f"candidates), evaluation `{ev['uri']}`.",
+            "",
+        ]
+        lines += [f"- passed: {c}" for c in ev["checks"]]
+        lines += [f"- failed: {r}" for r in ev["reasons"]]
+        lines += ["", "## Metrics vs the first stage", "", *_metrics_table(ev)]
+    else:
+        lines.append("- not recorded (the Pusher was given no evaluation)")
+    lines += ["", "## Config", "", "```json", json.dumps(card["config"], indent=2), "```"]
+    return "\n".join(lines) + "\n"

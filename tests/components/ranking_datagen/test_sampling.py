@@ -1,0 +1,122 @@
+"""Unit tests of components.ranking_datagen.sampling (no Beam)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from components.ranking_datagen.sampling import Group, eval_groups, make_groups, train_groups
+
+# 8 first-stage candidates (docid, score, rank) and graded judgments; "p9" is a positive the
+# first stage missed, "c3" is judged non-relevant, the unjudged ones count as 0.
+CANDS = [(f"c{i}", 10.0 - i, i) for i in range(1, 9)]
+QRELS = {"c1": 1, "c2": 3, "c3": 0, "c5": 2, "p9": 3, "c7": -1}
+
+
+def _train(mode: str = "pairwise", n: int = 50, k: int = 1, threshold: int = 2, seed: int = 0):
+    return train_groups("q1", CANDS, QRELS, mode, n, k, threshold, seed)
+
+
+def test_eval_groups_are_every_candidate_with_qrels_labels() -> None:
+    groups = eval_groups("dev", "q1", CANDS, QRELS)
+    assert [g.docids for g in groups] == [(f"c{i}",) for i in range(1, 9)]
+    assert [g.labels[0] for g in groups] == [1.0, 3.0, 0.0, 0.0, 2.0, 0.0, 0.0, 0.0]
+    assert [g.judged[0] for g in groups] == [1, 1, 1, 0, 1, 0, 1, 0]  # c7: judged -1 -> label 0
+    assert [g.ranks[0] for g in groups] == list(range(1, 9))
+    assert [g.scores[0] for g in groups] == [9.0, 8.0, 7.0, 6.0, 5.0, 4.0, 3.0, 2.0]
+    assert {g.split for g in groups} == {"dev"}
+    assert len({g.key for g in groups}) == 8  # unique keys: they order and shard examples
+
+
+def test_pairwise_rules() -> None:
+    groups = _train("pairwise", n=200)
+    assert len(groups) == 200  # every draw has a lower-judged candidate here
+    first_stage = {d for d, _, _ in CANDS}
+    for g in groups:
+        pos, neg = g.docids
+        assert QRELS[pos] >= 2  # positive_threshold
+        assert neg in first_stage  # negatives come from what the first stage returned
+        assert max(QRELS.get(neg, 0), 0) < QRELS[pos]
+        assert g.labels == (float(QRELS[pos]), float(max(QRELS.get(neg, 0), 0)))
+        assert g.judged == (1, int(neg in QRELS))
+    positives = Counter(g.docids[0] for g in groups)
+    assert set(positives) == {"c2", "c5", "p9"}  # also the positive the first stage missed
+    # A grade-2 positive is never paired with c5 itself or with a grade-3 document.
+    assert all(g.docids[1] not in {"c2", "c5", "p9"} for g in groups if g.docids[0] == "c5")
+    missed = next(g for g in groups if g.docids[0] == "p9")
+    assert missed.ranks[0] == len(CANDS) + 1 and missed.scores[0] == 0.0
+    hit = next(g for g in groups if g.docids[0] == "c2")
+    assert hit.ranks[0] == 2 and hit.scores[0] == 8.0
+
+
+def test_listwise_groups_have_distinct_negatives() -> None:
+    groups = _train("listwise", n=30, k=4)
+    assert len(groups) == 30
+    for g in groups:
+        assert len(g.docids) == 5
+        assert len(set(g.docids[1:])) == 4
+        assert all(g.labels[i] < g.labels[0] for i in range(1, 5))
+    # Fewer lower-judged candidates than k: drawn with replacement, the group keeps its size.
+    few = train_groups("q1", CANDS[:3], {"c1": 3, "c2": 0}, "listwise", 5, 4, 1, 0)
+    assert [len(g.docids) for g in few] == [5] * 5
+    assert {d for g in few for d in g.docids[1:]} == {"c2", "c3"}
+
+
+def test_pointwise_draws_from_positives_and_candidates() -> None:
+    groups = _train("pointwise", n=300)
+    assert len(groups) == 300 and all(len(g.docids) == 1 for g in groups)
+    drawn = {g.docids[0] for g in groups}
+    assert drawn == {f"c{i}" for i in range(1, 9)} | {"p9"}
+
+
+def test_sampling_is_deterministic_per_query_and_seed() -> None:
+    a = _train(seed=7)
+    assert a == _train(seed=7)
+    assert a != _train(seed=8)
+    # A query's sample does not depend on which other queries exist or their order.
+    split_of = {"q1": "train", "q2": "train"}
+    both, _ = make_groups(
+        split_of,
+        {"q1": QRELS, "q2": {"c1": 2}},
+        {"q1": CANDS, "q2": CANDS},
+        "pairwise",
+        50,
+        1,
+        2,
+        7,
+    )
+    alone, _ = make_groups({"q1": "train"}, {"q1": QRELS}, {"q1": CANDS}, "pairwise", 50, 1, 2, 7)
+    assert [g for g in both if g.qid == "q1"] == alone
+
+
+def test_no_positive_or_no_negative_gives_no_group() -> None:
+    assert train_groups("q", CANDS, {"c1": 1}, "pairwise", 10, 1, 2, 0) == []
+    # The only positive is also the only candidate: nothing to pair it with.
+    assert train_groups("q", CANDS[:1], {"c1": 2}, "pairwise", 10, 1, 2, 0) == []
+
+
+def test_make_groups_assigns_splits_and_skips_unassigned_queries() -> None:
+    qrels = {"a": QRELS, "b": QRELS, "c": QRELS, "z": QRELS}
+    ranked = {q: CANDS for q in qrels}
+    split_of = {"a": "train", "b": "dev", "c": "test"}  # "z" has no split
+    groups, per_split = make_groups(split_of, qrels, ranked, "pairwise", 5, 1, 2, 0)
+    assert per_split == {"train": 1, "dev": 1, "test": 1}
+    assert Counter(g.split for g in groups) == {"train": 5, "dev": 8, "test": 8}
+    assert {g.qid for g in groups if g.split == "dev"} == {"b"}
+    assert "z" not in {g.qid for g in groups}
+    # Groups come in (qid, index) order, and keys are unique across splits.
+    assert [g.qid for g in groups] == sorted(g.qid for g in groups)
+    assert len({g.key for g in groups}) == len(groups)
+
+
+def test_group_key_is_stable() -> None:
+    g = Group("train", "q7", ("a", "b"), (1.0, 0.0), (1, 0), (2.0, 1.0), (1, 2), index=3)
+    assert g.key == "train|q7|3"
+
+
+@pytest.mark.parametrize("mode", ["pairwise", "listwise", "pointwise"])
+def test_training_labels_clip_negative_grades(mode: str) -> None:
+    for g in _train(mode, n=100, k=2):
+        assert all(label >= 0 for label in g.labels)
+        assert all(label == max(QRELS.get(d, 0), 0) for d, label in zip(g.docids, g.labels))
