@@ -11,7 +11,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any
 
-MODELS = ("knrm", "conv_knrm", "transformer")
+MODELS = ("knrm", "conv_knrm", "transformer", "bert")
 LOSSES = ("pairwise_hinge", "pairwise_logistic", "pointwise_sigmoid", "listwise_softmax")
 DECAYS = ("linear", "cosine", "exponential")
 MIXED_PRECISION = ("auto", "off", "float16", "bfloat16")
@@ -92,6 +92,33 @@ class TransformerConfig:
 
 
 @dataclass
+class BertConfig:
+    """BERT-family cross-encoder initialised from a local Hugging Face checkpoint directory
+    (config.json, model.safetensors, vocab.txt): [CLS] q [SEP] d [SEP] -> [CLS] head -> score.
+
+    The architecture (layers, sizes, activation, LayerNorm eps) comes from config.json.
+    """
+
+    # Directory (local or any tf.io.gfile filesystem) with config.json, model.safetensors and
+    # vocab.txt. Required for model=bert; set datagen.vocab.vocab_file to its vocab.txt.
+    checkpoint_dir: str | None = None
+    head_dropout: float = 0.1  # dropout on the [CLS] vector before the score layer
+    # Encoder hidden-state dropout; None keeps config.json's hidden_dropout_prob.
+    hidden_dropout: float | None = None
+    # Attention-probability dropout; None keeps config.json's attention_probs_dropout_prob.
+    attention_dropout: float | None = None
+    # Tanh pooler (dense) on [CLS] before the score layer, loaded from the checkpoint's
+    # pooler.dense when present (then trained at encoder_learning_rate), else newly initialised.
+    pooler: bool = True
+
+    def __post_init__(self) -> None:
+        _require(0.0 <= self.head_dropout < 1.0, "bert.head_dropout", "must be in [0, 1)")
+        for name in ("hidden_dropout", "attention_dropout"):
+            value = getattr(self, name)
+            _require(value is None or 0.0 <= value < 1.0, f"bert.{name}", "must be in [0, 1)")
+
+
+@dataclass
 class BucketingConfig:
     """Length-bucketed batching with a token budget (tensor2tensor scheme).
 
@@ -120,6 +147,7 @@ class TrainerConfig:
     knrm: KnrmConfig = field(default_factory=KnrmConfig)
     conv_knrm: ConvKnrmConfig = field(default_factory=ConvKnrmConfig)
     transformer: TransformerConfig = field(default_factory=TransformerConfig)
+    bert: BertConfig = field(default_factory=BertConfig)
     # Optional word-embedding text file ("token v1 ... vd" per line, GloVe/word2vec text
     # format) to initialise the (Conv-)KNRM embedding table; tokens missing keep random init.
     embedding_file: str | None = None
@@ -210,6 +238,11 @@ class TrainerConfig:
         _require(self.log_every >= 1, "log_every", "must be >= 1")
         _require(self.max_loss > 0, "max_loss", "must be > 0")
         _require(self.strategy != "tpu" or bool(self.tpu_name), "tpu_name", "is required for tpu")
+        _require(
+            self.model != "bert" or bool(self.bert.checkpoint_dir),
+            "bert.checkpoint_dir",
+            "is required for model=bert",
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

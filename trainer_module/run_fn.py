@@ -12,6 +12,7 @@ from trainer_module import hardware
 from trainer_module.checkpointing import checkpoint_dir, run_fingerprint
 from trainer_module.config import TrainerConfig
 from trainer_module.export import export_serving_model
+from trainer_module.models import hf_checkpoint
 from trainer_module.task import RankingTask
 from trainer_module.training import Controller, TrainResult, worker_dir, write_results
 
@@ -43,6 +44,9 @@ def run_fn(fn_args: Any) -> TrainResult:
 
     strategy = hardware.make_strategy(cfg)  # first: multi-worker must precede TF runtime use
     vocab = read_vocab(fn_args.transform_graph_path)
+    if cfg.model == "bert":  # before any training work: ids must mean the checkpoint's tokens
+        ckpt = cfg.bert.checkpoint_dir
+        hf_checkpoint.check_vocab(ckpt, hf_checkpoint.read_vocab_file(ckpt), len(vocab), vocab)
     hardware.set_precision_policy(hardware.precision_policy(cfg, strategy))
     task = RankingTask(cfg, len(vocab), max_q, max_d, vocab)
     fingerprint = run_fingerprint(

@@ -221,16 +221,23 @@ def check_run(run: Run, docids: set[str], report: BadRecordReport) -> None:
         del run.where[(qid, docid)]
 
 
+# Documents per element out of the reader: Beam's per-element cost (and pickling between
+# workers) is paid per batch, and the word counting downstream wants batches anyway.
+DOCUMENT_BATCH = 1024
+
+
 class _ReadDocumentFile(beam.DoFn):
-    """(file index, path) -> (docid, text, file index); bad records to a tagged output.
+    """(file index, path) -> batches of (docid, text, file index); bad records one by one to a
+    tagged output.
 
     Under "fail" the first bad record raises BadRecordError; either way each one is counted in
     `rankpipe/bad_records_documents`, and every good one in `rankpipe/documents`.
     """
 
-    def __init__(self, reader: readers.Reader, policy: str):
+    def __init__(self, reader: readers.Reader, policy: str, batch_size: int):
         self._reader = reader
         self._policy = policy
+        self._batch_size = batch_size
 
     def setup(self) -> None:
         self._bad = readers.bad_records_counter(readers.DOCUMENTS)
@@ -238,22 +245,29 @@ class _ReadDocumentFile(beam.DoFn):
 
     def process(self, element: tuple[int, str]):
         index, path = element
+        batch: list[tuple[str, str, int]] = []
         for item in self._reader.read_with_errors(path):
             if isinstance(item, BadRecord):
                 self._bad.inc()
                 if self._policy == "fail":
                     raise BadRecordError(item)
                 yield beam.pvalue.TaggedOutput(readers.BAD_RECORDS_TAG, item)
-            else:
-                self._docs.inc()
-                yield item.docid, item.text, index
+                continue
+            batch.append((item.docid, item.text, index))
+            if len(batch) == self._batch_size:
+                self._docs.inc(len(batch))
+                yield batch
+                batch = []
+        if batch:
+            self._docs.inc(len(batch))
+            yield batch
 
 
 class ReadDocuments(beam.PTransform):
-    """Document files -> {"documents": (docid, text, file index), "bad": BadRecord}.
+    """Document files -> {"batches": lists of (docid, text, file index), "bad": BadRecord}.
 
-    With `spread`, documents are reshuffled after reading so that the work downstream spreads
-    over all workers even when the collection is a single file (one file = one task).
+    With `spread`, batches are reshuffled after reading so that the work downstream spreads over
+    all workers even when the collection is a single file (one file = one task).
     """
 
     def __init__(
@@ -263,11 +277,13 @@ class ReadDocuments(beam.PTransform):
         policy: str,
         allow_empty_text: bool = False,
         spread: bool = True,
+        batch_size: int = DOCUMENT_BATCH,
     ):
         super().__init__()
         self._paths = expand_paths(pattern)
         self._policy = policy
         self._spread = spread
+        self._batch_size = batch_size
         self._reader = readers.get_reader(readers.DOCUMENTS, fmt, allow_empty_text=allow_empty_text)
 
     @property
@@ -279,14 +295,14 @@ class ReadDocuments(beam.PTransform):
             p
             | "Paths" >> beam.Create(list(enumerate(self._paths)))
             | "Read"
-            >> beam.ParDo(_ReadDocumentFile(self._reader, self._policy)).with_outputs(
-                readers.BAD_RECORDS_TAG, main="documents"
-            )
+            >> beam.ParDo(
+                _ReadDocumentFile(self._reader, self._policy, self._batch_size)
+            ).with_outputs(readers.BAD_RECORDS_TAG, main="batches")
         )
-        documents = out.documents
+        batches = out.batches
         if self._spread:
-            documents = documents | "Spread" >> beam.Reshuffle()
-        return {"documents": documents, "bad": out[readers.BAD_RECORDS_TAG]}
+            batches = batches | "Spread" >> beam.Reshuffle()
+        return {"batches": batches, "bad": out[readers.BAD_RECORDS_TAG]}
 
 
 _RECORD_RE = re.compile(r"(?P<path>\S.*?):(?P<line>\d+): (?P<problem>.*?)(?: \[while running .*)?$")

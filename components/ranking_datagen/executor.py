@@ -24,10 +24,8 @@ import logging
 import math
 import os
 import time
-from collections.abc import Callable
 from typing import Any, NamedTuple
 
-import apache_beam as beam
 import tensorflow as tf
 from tfx import types
 from tfx.dsl.components.base import base_beam_executor
@@ -35,9 +33,9 @@ from tfx.types import artifact_utils
 
 from components import artifacts
 from components.ranking_datagen import (
-    beam_transforms,
     candidates,
     outputs,
+    passes,
     readers,
     sampling,
     splits,
@@ -48,34 +46,6 @@ from components.ranking_datagen.readers import BadRecord
 
 EXAMPLES_PER_SHARD = 20_000
 OUTPUT_KEYS = ("examples", "transform_graph", "vocabulary", "qrels", "first_stage_run", "summary")
-
-
-def _pipeline_counters(result: beam.runners.runner.PipelineResult) -> dict[str, int]:
-    counters: dict[str, int] = {}
-    for counter in result.metrics().query()["counters"]:
-        if counter.key.metric.namespace == readers.METRICS_NAMESPACE:
-            name = counter.key.metric.name
-            counters[name] = counters.get(name, 0) + int(counter.committed or counter.attempted)
-    return counters
-
-
-def _write_json(value: Any, path: str) -> None:
-    outputs.write_text(path, json.dumps(value))
-
-
-def _read_json(path: str) -> Any:
-    with tf.io.gfile.GFile(path) as f:
-        return json.load(f)
-
-
-class _CollectionPass(NamedTuple):
-    num_documents: int
-    found_docids: set[str]  # the asked-for docids that are in the corpus
-    bad_documents: int
-    bad_document_examples: list[BadRecord]
-    duplicates: dict[str, list[int]]  # docid -> indexes of the files holding it (>1 file)
-    bm25: dict[str, dict[str, float]] | None
-    counters: dict[str, int]
 
 
 class Executor(base_beam_executor.BaseBeamExecutor):
@@ -112,6 +82,101 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         vocab_path = os.path.join(stage["vocabulary"], artifacts.VOCAB_FILE)
 
         # ---- 0. driver inputs: everything small, checked before any Beam work -------------
+        inputs = self._read_inputs(coll, cfg, report, vocab_path)
+        timings["driver_inputs"] = time.time() - start
+
+        # ---- 1. collection pass -----------------------------------------------------------
+        t0 = time.time()
+        needed = {d for docs in inputs.judgments.qrels.values() for d in docs}
+        if inputs.run is not None:
+            needed |= {d for docs in inputs.run.scores.values() for d in docs}
+        cp = passes.collection_pass(
+            self._make_beam_pipeline,
+            coll,
+            cfg,
+            inputs.queries,
+            needed,
+            None if inputs.vocab_file else vocab_path,
+            inputs.run is None,
+            work_dir,
+        )
+        timings["collection_pass"] = time.time() - t0
+        logging.info("Collection pass: %d documents in %.1fs", cp.num_documents, time.time() - t0)
+
+        # ---- 2. checks, candidates, splits, sampling (driver) -----------------------------
+        t0 = time.time()
+        plan = self._plan(coll, cfg, inputs, cp, report)
+        timings["checks_and_sampling"] = time.time() - t0
+        logging.info("Groups per split: %s; shards: %s", plan.per_split, plan.num_shards)
+
+        # ---- 3. encoding pass -------------------------------------------------------------
+        t0 = time.time()
+        vocab = tokenization.read_vocab(vocab_path)
+        counters = passes.encoding_pass(
+            self._make_beam_pipeline,
+            cfg,
+            inputs.queries,
+            plan.groups,
+            cp.text_files,
+            cp.duplicates,
+            vocab_path,
+            vocab,
+            plan.num_shards,
+            stage,
+            work_dir,
+        )
+        outputs.complete_shards(stage["examples"], plan.num_shards)
+        timings["encoding_pass"] = time.time() - t0
+
+        # ---- small artifacts, summary, publish --------------------------------------------
+        qrels = inputs.judgments.qrels
+        outputs.write_qrels(os.path.join(stage["qrels"], artifacts.QRELS_FILE), qrels)
+        outputs.write_run(
+            os.path.join(stage["first_stage_run"], artifacts.RUN_FILE), plan.ranked, plan.run_id
+        )
+        summary = {
+            "collection": coll.get("name"),
+            # Distinct documents: the extra copies of a duplicated docid are bad records.
+            "documents": cp.num_documents - sum(len(v) - 1 for v in cp.duplicates.values()),
+            "queries": len(inputs.queries),
+            "judged_queries": len(qrels),
+            "judged_pairs": sum(len(v) for v in qrels.values()),
+            "queries_per_split": plan.queries_per_split,
+            "examples_per_split": plan.per_split,
+            "shards_per_split": plan.num_shards,
+            "judged_queries_without_split": sum(1 for q in qrels if q not in plan.split_of),
+            "first_stage": {
+                "source": plan.run_id,
+                "depth": cfg["candidates_depth"],
+                "queries_with_candidates": sum(1 for v in plan.ranked.values() if v),
+                "run_qids_without_query": plan.run_qids_without_query,
+            },
+            "vocabulary": {
+                "source": "file" if inputs.vocab_file else "learned",
+                "size": len(vocab),
+            },
+            "queries_encoded": counters.get("texts_q", 0),
+            "documents_encoded": counters.get("texts_d", 0),
+            "texts_encoded": counters.get("texts_q", 0) + counters.get("texts_d", 0),
+            "truncation_rate_queries": _rate(counters, "truncated_q", "texts_q"),
+            "truncation_rate_documents": _rate(counters, "truncated_d", "texts_d"),
+            "oov_rate": _rate(counters, "unk_tokens", "tokens"),
+            "bad_records": report.to_dict(),
+            "beam_counters": dict(sorted({**cp.counters, **counters}.items())),
+            "seconds": round(time.time() - start, 1),
+            "timings": {k: round(v, 1) for k, v in timings.items()},
+        }
+        outputs.write_summary(stage["summary"], summary)
+        outputs.publish(stage, {name: a.uri for name, a in out.items()})
+        out["examples"].split_names = artifact_utils.encode_split_names(list(splits.SPLITS))
+        logging.info("RankingDataGen finished in %.1fs: %s", time.time() - start, summary)
+
+    # ---------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _read_inputs(
+        coll: dict, cfg: dict, report: collection_io.BadRecordReport, vocab_path: str
+    ) -> _Inputs:
         vocab_file = cfg["vocab"].get("vocab_file")
         if vocab_file:
             tokenization.read_vocab(vocab_file)  # fails fast, naming the line
@@ -122,50 +187,54 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         run = None
         if coll.get("first_stage_run"):
             run = collection_io.read_run(coll["first_stage_run"], report)
-        explicit = self._read_explicit_split(cfg["split"], queries, report)
+        explicit = None
+        split_cfg = cfg["split"]
+        if split_cfg["method"] == "explicit":
+            explicit = splits.explicit_split(
+                split_cfg["train_qids"], split_cfg["dev_qids"], split_cfg["test_qids"]
+            )
+            for bad in explicit.bad:
+                report.add(collection_io.SPLITS_KIND, bad)
+            for qid, (path, line) in sorted(explicit.where.items(), key=lambda kv: kv[1]):
+                if qid not in queries:
+                    problem = f"qid {qid!r} has no query"
+                    report.add(collection_io.SPLITS_KIND, BadRecord(path, line, problem))
+                    del explicit.assignment[qid]
         logging.info("Read %d queries, %d judged queries", len(queries), len(judgments.qrels))
-        timings["driver_inputs"] = time.time() - start
+        return _Inputs(queries, judgments, run, explicit, vocab_file)
 
-        # ---- 1. collection pass -----------------------------------------------------------
-        needed = {d for docs in judgments.qrels.values() for d in docs}
-        if run is not None:
-            needed |= {d for docs in run.scores.values() for d in docs}
-        t0 = time.time()
-        cp = self._collection_pass(
-            coll, cfg, queries, needed, None if vocab_file else vocab_path, run is None, work_dir
-        )
-        timings["collection_pass"] = time.time() - t0
-        logging.info("Collection pass: %d documents in %.1fs", cp.num_documents, time.time() - t0)
-        t0 = time.time()
+    @classmethod
+    def _plan(
+        cls,
+        coll: dict,
+        cfg: dict,
+        inputs: _Inputs,
+        cp: passes.CollectionPass,
+        report: collection_io.BadRecordReport,
+    ) -> _Plan:
+        """Collection-level checks, then candidates, splits and the sampled groups."""
         report.add_counted(readers.DOCUMENTS, cp.bad_documents, cp.bad_document_examples)
         paths = collection_io.expand_paths(coll["documents"])
         for docid, indexes in sorted(cp.duplicates.items()):
-            report.add(
-                readers.DOCUMENTS,
-                BadRecord(
-                    paths[indexes[1]],
-                    0,
-                    f"duplicate docid {docid!r} (also in {paths[indexes[0]]}; the first file's "
-                    "copy is kept)",
-                ),
+            problem = (
+                f"duplicate docid {docid!r} (also in {paths[indexes[0]]}; the first file's "
+                "copy is kept)"
             )
-
-        # ---- 2. checks, candidates, splits, sampling (driver) -----------------------------
-        docids = cp.found_docids
-        collection_io.check_qrels(judgments, queries, docids, report)
-        qrels = judgments.qrels
-        if run is not None:
-            collection_io.check_run(run, docids, report)
-            raw_run, run_id = run.scores, "first_stage"
+            report.add(readers.DOCUMENTS, BadRecord(paths[indexes[1]], 0, problem))
+        collection_io.check_qrels(inputs.judgments, inputs.queries, cp.found_docids, report)
+        qrels = inputs.judgments.qrels
+        if inputs.run is not None:
+            collection_io.check_run(inputs.run, cp.found_docids, report)
+            raw_run, run_id = inputs.run.scores, "first_stage"
         else:
             raw_run, run_id = cp.bm25 or {}, "bm25"
-        ignored_run_qids = sorted(set(raw_run) - set(queries))
+        # A run may cover more topics than the queries file: those are left out, and counted.
         ranked = candidates.rank_run(
-            {q: d for q, d in raw_run.items() if q in queries}, cfg["candidates_depth"]
+            {q: d for q, d in raw_run.items() if q in inputs.queries}, cfg["candidates_depth"]
         )
         split_cfg = cfg["split"]
-        if explicit is not None:
-            split_of = explicit.assignment
+        if inputs.explicit is not None:
+            split_of = inputs.explicit.assignment
         else:
             split_of = {
                 qid: splits.kfold_split(
@@ -191,308 +260,70 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         per_split = {split: 0 for split in splits.SPLITS}
         for g in groups:
             per_split[g.split] += 1
-        self._check_empty_splits(per_split, queries_per_split, qrels, coll, cfg, report)
+        queries_per_split = {split: queries_per_split[split] for split in splits.SPLITS}
+        for split in splits.SPLITS:
+            if not per_split[split]:
+                report.add(
+                    collection_io.SPLITS_KIND,
+                    cls._empty_split(split, queries_per_split[split], len(qrels), coll, cfg),
+                )
         num_shards = {
             split: cfg["num_shards"] or max(1, math.ceil(n / EXAMPLES_PER_SHARD))
             for split, n in per_split.items()
         }
-        logging.info("Groups per split: %s; shards: %s", per_split, num_shards)
-        timings["checks_and_sampling"] = time.time() - t0
-
-        # ---- 3. encoding pass -------------------------------------------------------------
-        t0 = time.time()
-        vocab = tokenization.read_vocab(vocab_path)
-        counters = self._encoding_pass(
-            coll,
-            cfg,
-            queries,
-            groups,
-            cp.duplicates,
-            vocab_path,
-            vocab,
-            num_shards,
-            stage,
-            work_dir,
+        return _Plan(
+            ranked=ranked,
+            run_id=run_id,
+            run_qids_without_query=len(set(raw_run) - set(inputs.queries)),
+            split_of=split_of,
+            groups=groups,
+            queries_per_split=queries_per_split,
+            per_split=per_split,
+            num_shards=num_shards,
         )
-        timings["encoding_pass"] = time.time() - t0
-        logging.info("Encoding pass done in %.1fs", time.time() - t0)
-        outputs.complete_shards(stage["examples"], num_shards)
-
-        # ---- small artifacts, summary, publish ----------------------------------------------
-        outputs.write_qrels(os.path.join(stage["qrels"], artifacts.QRELS_FILE), qrels)
-        outputs.write_run(
-            os.path.join(stage["first_stage_run"], artifacts.RUN_FILE), ranked, run_id
-        )
-        summary = {
-            "collection": coll.get("name"),
-            "documents": cp.num_documents,
-            "queries": len(queries),
-            "judged_queries": len(qrels),
-            "judged_pairs": sum(len(v) for v in qrels.values()),
-            "queries_per_split": {split: queries_per_split[split] for split in splits.SPLITS},
-            "examples_per_split": per_split,
-            "shards_per_split": num_shards,
-            "judged_queries_without_split": sum(1 for q in qrels if q not in split_of),
-            "first_stage": {
-                "source": run_id,
-                "depth": cfg["candidates_depth"],
-                "queries_with_candidates": sum(1 for v in ranked.values() if v),
-                "run_qids_without_query": len(ignored_run_qids),
-            },
-            "vocabulary": {"source": "file" if vocab_file else "learned", "size": len(vocab)},
-            "queries_encoded": counters.get("texts_q", 0),
-            "documents_encoded": counters.get("texts_d", 0),
-            "texts_encoded": counters.get("texts_q", 0) + counters.get("texts_d", 0),
-            "truncation_rate_queries": _rate(counters, "truncated_q", "texts_q"),
-            "truncation_rate_documents": _rate(counters, "truncated_d", "texts_d"),
-            "oov_rate": _rate(counters, "unk_tokens", "tokens"),
-            "bad_records": report.to_dict(),
-            "beam_counters": dict(sorted({**cp.counters, **counters}.items())),
-            "seconds": round(time.time() - start, 1),
-            "timings": {k: round(v, 1) for k, v in timings.items()},
-        }
-        outputs.write_summary(stage["summary"], summary)
-        outputs.publish(stage, {name: a.uri for name, a in out.items()})
-        out["examples"].split_names = artifact_utils.encode_split_names(list(splits.SPLITS))
-        logging.info("RankingDataGen finished in %.1fs: %s", time.time() - start, summary)
-
-    # ---------------------------------------------------------------------------------------
-
-    def _run_pipeline(self, build: Callable[[beam.Pipeline], None]) -> dict[str, int]:
-        """Builds and runs one Beam pipeline; a bad record raised in a worker surfaces as a
-        plain BadRecordError naming file, line and problem."""
-        p = self._make_beam_pipeline()
-        build(p)
-        try:
-            result = p.run()
-            result.wait_until_finish()
-        except Exception as e:
-            bad = collection_io.unwrap_bad_record_error(e)
-            if bad is not None:
-                raise bad from e
-            raise
-        return _pipeline_counters(result)
-
-    def _collection_pass(
-        self,
-        coll: dict,
-        cfg: dict,
-        queries: dict[str, str],
-        needed: set[str],
-        learn_vocab_to: str | None,
-        need_bm25: bool,
-        work_dir: str,
-    ) -> _CollectionPass:
-        pass_dir = os.path.join(work_dir, "pass1")
-        files = {
-            name: os.path.join(pass_dir, f"{name}.json")
-            for name in ("documents", "found", "bad_count", "bad_examples", "duplicates", "bm25")
-        }
-        read = collection_io.ReadDocuments(
-            coll["documents"],
-            coll["documents_format"],
-            cfg["on_bad_record"],
-            coll["allow_empty_documents"],
-        )
-
-        def build(p: beam.Pipeline) -> None:
-            docs_and_bad = p | "ReadDocuments" >> read
-            docs, bad = docs_and_bad["documents"], docs_and_bad["bad"]
-            _ = (
-                docs
-                | "CountDocuments" >> beam.combiners.Count.Globally()
-                | "WriteCount" >> beam.Map(_write_json, files["documents"])
-            )
-            _ = (
-                docs
-                | "DocIds" >> beam.Map(lambda d: d[0])
-                | "Needed" >> beam.Filter(lambda docid: docid in needed)
-                | "FoundDocIds" >> beam.combiners.ToList()
-                | "WriteFound" >> beam.Map(lambda ids: _write_json(sorted(ids), files["found"]))
-            )
-            _ = (
-                bad
-                | "CountBad" >> beam.combiners.Count.Globally()
-                | "WriteBadCount" >> beam.Map(_write_json, files["bad_count"])
-            )
-            _ = (
-                bad
-                | "FirstBad" >> beam.combiners.Top.Smallest(collection_io.MAX_EXAMPLES)
-                | "WriteBad"
-                >> beam.Map(lambda b: _write_json([list(r) for r in b], files["bad_examples"]))
-            )
-            if len(read.paths) > 1:
-                # The readers check duplicates within a file; across files it takes a shuffle.
-                _ = (
-                    docs
-                    | "IdFile" >> beam.Map(lambda d: (d[0], d[2]))
-                    | "GroupIds" >> beam.GroupByKey()
-                    | "Repeated" >> beam.Filter(lambda kv: len(kv[1]) > 1)
-                    | "SortFiles" >> beam.Map(lambda kv: (kv[0], sorted(kv[1])))
-                    | "Duplicates" >> beam.combiners.ToDict()
-                    | "WriteDuplicates" >> beam.Map(_write_json, files["duplicates"])
-                )
-            texts = docs | "Texts" >> beam.Map(lambda d: (d[0], d[1]))
-            if learn_vocab_to:
-                vocab_cfg = cfg["vocab"]
-                _ = (
-                    (texts, p | "Queries" >> beam.Create(sorted(queries.items())))
-                    | "AllTexts" >> beam.Flatten()
-                    | "LearnVocab"
-                    >> beam_transforms.LearnVocabulary(vocab_cfg["size"], vocab_cfg["lowercase"])
-                    | "WriteVocab"
-                    >> beam.Map(
-                        lambda v: outputs.write_text(learn_vocab_to, "".join(t + "\n" for t in v))
-                    )
-                )
-            if need_bm25:
-                bm25_cfg, depth = cfg["bm25"], cfg["candidates_depth"]
-                _ = (
-                    texts
-                    | "AllDocs" >> beam.combiners.ToList()
-                    | "BM25"
-                    >> beam.Map(
-                        lambda d: candidates.bm25_run(
-                            sorted(d), queries, depth, bm25_cfg["k1"], bm25_cfg["b"]
-                        )
-                    )
-                    | "WriteBM25" >> beam.Map(_write_json, files["bm25"])
-                )
-
-        counters = self._run_pipeline(build)
-        duplicates = _read_json(files["duplicates"]) if len(read.paths) > 1 else {}
-        return _CollectionPass(
-            num_documents=_read_json(files["documents"]),
-            found_docids=set(_read_json(files["found"])),
-            bad_documents=_read_json(files["bad_count"]),
-            bad_document_examples=[BadRecord(*r) for r in _read_json(files["bad_examples"])],
-            duplicates=duplicates,
-            bm25=_read_json(files["bm25"]) if need_bm25 else None,
-            counters=counters,
-        )
-
-    def _encoding_pass(
-        self,
-        coll: dict,
-        cfg: dict,
-        queries: dict[str, str],
-        groups: list[sampling.Group],
-        duplicates: dict[str, list[int]],
-        vocab_path: str,
-        vocab: list[str],
-        num_shards: dict[str, int],
-        stage: dict[str, str],
-        work_dir: str,
-    ) -> dict[str, int]:
-        # Only the texts the examples use are encoded: on a large corpus with few queries that
-        # is a small part of it.
-        wanted_docs = {d for g in groups for d in g.docids}
-        query_texts = sorted({("q:" + g.qid, queries[g.qid]) for g in groups})
-        keep_file = {docid: indexes[0] for docid, indexes in duplicates.items()}
-        # Bad records were handled in pass 1 (a fail policy would have stopped there).
-        read = collection_io.ReadDocuments(
-            coll["documents"],
-            coll["documents_format"],
-            "skip",
-            coll["allow_empty_documents"],
-            spread=False,
-        )
-        max_q, max_d = cfg["max_query_length"], cfg["max_doc_length"]
-
-        def build(p: beam.Pipeline) -> None:
-            docs = (p | "ReadDocuments" >> read)["documents"]
-            texts = (
-                docs
-                | "Referenced"
-                >> beam.Filter(lambda d: d[0] in wanted_docs and keep_file.get(d[0], d[2]) == d[2])
-                | "Spread" >> beam.Reshuffle()
-                | "KeyDocs" >> beam.Map(lambda d: ("d:" + d[0], d[1])),
-                p | "Queries" >> beam.Create(query_texts),
-            ) | "AllTexts" >> beam.Flatten()
-            tokens = (
-                texts
-                | "Tokenize"
-                >> beam_transforms.TokenizeWithTransform(
-                    vocab_path,
-                    cfg["vocab"]["lowercase"],
-                    stage["transform_graph"],
-                    os.path.join(work_dir, "tft"),
-                )
-                | "CountTokens" >> beam.ParDo(beam_transforms.CountTokens(max_q, max_d))
-            )
-            _ = (
-                p | "Groups" >> beam.Create(groups),
-                tokens,
-            ) | "WriteExamples" >> beam_transforms.WriteExamples(
-                stage["examples"],
-                num_shards,
-                cfg["shuffle_seed"],
-                max_q,
-                max_d,
-                tokenization.unk_id(vocab),
-            )
-
-        return self._run_pipeline(build)
-
-    # ---------------------------------------------------------------------------------------
 
     @staticmethod
-    def _read_explicit_split(
-        split_cfg: dict, queries: dict[str, str], report: collection_io.BadRecordReport
-    ) -> splits.ExplicitSplit | None:
-        if split_cfg["method"] != "explicit":
-            return None
-        explicit = splits.explicit_split(
-            split_cfg["train_qids"], split_cfg["dev_qids"], split_cfg["test_qids"]
-        )
-        for bad in explicit.bad:
-            report.add(collection_io.SPLITS_KIND, bad)
-        for qid, (path, line) in sorted(explicit.where.items(), key=lambda kv: kv[1]):
-            if qid not in queries:
-                report.add(
-                    collection_io.SPLITS_KIND, BadRecord(path, line, f"qid {qid!r} has no query")
-                )
-                del explicit.assignment[qid]
-        return explicit
-
-    @staticmethod
-    def _check_empty_splits(
-        per_split: dict[str, int],
-        queries_per_split: dict[str, int],
-        qrels: dict[str, dict[str, int]],
-        coll: dict,
-        cfg: dict,
-        report: collection_io.BadRecordReport,
-    ) -> None:
-        """An empty split stops the run (fail) or is reported and written empty (skip)."""
+    def _empty_split(split: str, n_queries: int, n_judged: int, coll: dict, cfg: dict) -> BadRecord:
+        """An empty split, as a bad record naming where its queries come from and why."""
         split_cfg = cfg["split"]
-        for split in splits.SPLITS:
-            if per_split[split]:
-                continue
-            n = queries_per_split.get(split, 0)
-            if split_cfg["method"] == "explicit":
-                where = split_cfg[f"{split}_qids"]
-                if not n:
-                    why = "none of its listed qids is a judged query with a query text"
-            else:
-                where = coll["qrels"]
-                if not n:
-                    fold = split_cfg[f"{split}_fold"] if split != "train" else "other"
-                    why = (
-                        f"none of the {len(qrels)} judged queries hashes to its fold ({fold}; "
-                        f"datagen.split num_folds={split_cfg['num_folds']} "
-                        f"seed={split_cfg['seed']})"
-                    )
-            if n and split == "train":
-                why = (
-                    f"its {n} queries have no judged document with relevance >= "
-                    f"{cfg['sampling']['positive_threshold']} and a lower-judged candidate"
-                )
-            elif n:
-                why = f"its {n} queries have no first-stage candidates"
-            report.add(
-                collection_io.SPLITS_KIND, BadRecord(where, 0, f"split {split!r} is empty: {why}")
+        if split_cfg["method"] == "explicit":
+            where = split_cfg[f"{split}_qids"]
+            why = "none of its listed qids is a judged query with a query text"
+        else:
+            where = coll["qrels"]
+            folds = f"fold {split_cfg[f'{split}_fold']}" if split != "train" else "the train folds"
+            why = (
+                f"none of the {n_judged} judged queries hashes to {folds} (datagen.split "
+                f"num_folds={split_cfg['num_folds']} seed={split_cfg['seed']})"
             )
+        if n_queries and split == "train":
+            threshold = cfg["sampling"]["positive_threshold"]
+            why = (
+                f"its {n_queries} queries have no judged document with relevance >= "
+                f"{threshold} and a lower-judged candidate"
+            )
+        elif n_queries:
+            why = f"its {n_queries} queries have no first-stage candidates"
+        return BadRecord(where, 0, f"split {split!r} is empty: {why}")
+
+
+class _Inputs(NamedTuple):
+    queries: dict[str, str]
+    judgments: collection_io.Judgments
+    run: collection_io.Run | None
+    explicit: splits.ExplicitSplit | None
+    vocab_file: str | None
+
+
+class _Plan(NamedTuple):
+    ranked: dict[str, list[tuple[str, float, int]]]  # qid -> candidates (docid, score, rank)
+    run_id: str
+    run_qids_without_query: int
+    split_of: dict[str, str]
+    groups: list[sampling.Group]
+    queries_per_split: dict[str, int]
+    per_split: dict[str, int]  # groups (= examples) per split
+    num_shards: dict[str, int]
 
 
 def _rate(counters: dict[str, int], part: str, whole: str) -> float:

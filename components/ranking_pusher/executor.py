@@ -117,6 +117,23 @@ def push_new_version(
     raise VersionExistsError(f"no free version under {base} after {attempts} attempts")
 
 
+def find_pushed_version(base: str, model_uri: str) -> tuple[str, str] | None:
+    """The version under `base` that already holds the model at `model_uri`, by its card.
+
+    A re-run whose Trainer was cached re-evaluates against the new baseline and blesses the same
+    model again; pushing it once more would only add a duplicate version.
+    """
+    for version in sorted(existing_versions(base), reverse=True):
+        path = os.path.join(base, str(version), model_card.CARD_JSON)
+        if not tf.io.gfile.exists(path):
+            continue
+        with tf.io.gfile.GFile(path) as f:
+            card = json.load(f)
+        if card.get("model", {}).get("uri") == model_uri:
+            return str(version), os.path.join(base, str(version))
+    return None
+
+
 def _read_json(uri: str, name: str) -> dict[str, Any] | None:
     path = os.path.join(uri, name)
     if not tf.io.gfile.exists(path):
@@ -193,9 +210,16 @@ class Executor(pusher_executor.Executor):
                 model_card.CARD_MD: model_card.markdown(card),
             }
 
-        version, serving_path = push_new_version(model_path, fs.base_directory, card_files)
+        already = find_pushed_version(fs.base_directory, model.uri)
+        if already is not None:
+            version, serving_path = already
+            logging.info(
+                "Model %s is already pushed as %s: not pushed again", model.uri, serving_path
+            )
+        else:
+            version, serving_path = push_new_version(model_path, fs.base_directory, card_files)
+            logging.info("Model pushed to %s with its model card", serving_path)
         files = card_files(version, serving_path)
-        logging.info("Model pushed to %s with its model card", serving_path)
 
         # Archive copy in the PushedModel artifact, as the standard Pusher keeps one.
         copy_model(model_path, pushed.uri, files)

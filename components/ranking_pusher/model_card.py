@@ -169,7 +169,10 @@ def markdown(card: dict[str, Any]) -> str:
         ]
         lines += [f"- passed: {c}" for c in ev["checks"]]
         lines += [f"- failed: {r}" for r in ev["reasons"]]
-        lines += ["", "## Metrics vs the first stage", "", *_metrics_table(ev)]
+        heading = "## Metrics vs the first stage"
+        if "baseline" in ev["aggregate"]:
+            heading += " and the previous blessed model"
+        lines += ["", heading, "", *_metrics_table(ev)]
     else:
         lines.append("- not recorded (the Pusher was given no evaluation)")
     lines += ["", "## Config", "", "```json", json.dumps(card["config"], indent=2), "```"]

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import tensorflow as tf
+import tensorflow_text  # noqa: F401  (registers the tokenizer ops inside the SavedModel)
 from ml_metadata import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
@@ -142,7 +143,7 @@ def test_blessing_and_push_serve_raw_text(e2e, shared_data: Path) -> None:
     blessing = _latest(store, "ModelBlessing")
     assert blessing.custom_properties["blessed"].int_value == 1
     assert os.path.exists(os.path.join(blessing.uri, "BLESSED"))
-    pushed = _latest(store, "PushedModel")
+    pushed = min(store.get_artifacts_by_type("PushedModel"), key=lambda a: a.id)
     assert pushed.custom_properties["pushed"].int_value == 1
     destination = pushed.custom_properties["pushed_destination"].string_value
     assert destination in e2e["first"].stdout
@@ -180,13 +181,18 @@ def test_summary_reports_metrics_next_to_first_stage(e2e) -> None:
 
 def test_second_identical_run_is_cached(e2e) -> None:
     store = e2e["store"]
-    trainer_runs = [e for e in store.get_executions_by_type("Trainer")]
-    assert len(trainer_runs) == 2
-    assert trainer_runs[-1].last_known_state == metadata_store_pb2.Execution.CACHED
-    datagen_runs = store.get_executions_by_type(
-        "components.ranking_datagen.component.RankingDataGen"
-    )
-    assert [e.last_known_state for e in datagen_runs] == [
-        metadata_store_pb2.Execution.COMPLETE,
-        metadata_store_pb2.Execution.CACHED,
-    ]
+    complete, cached = metadata_store_pb2.Execution.COMPLETE, metadata_store_pb2.Execution.CACHED
+    for type_name in (
+        "components.ranking_datagen.component.RankingDataGen",
+        "tfx.components.statistics_gen.component.StatisticsGen",
+        "tfx.components.example_validator.component.ExampleValidator",
+        "components.example_gate.ExampleGate",
+        "tfx.components.trainer.component.Trainer",
+    ):
+        states = [e.last_known_state for e in store.get_executions_by_type(type_name)]
+        assert states == [complete, cached], type_name
+    # The evaluator runs again: the resolver now supplies the first run's blessed model as a
+    # baseline. The same model is not pushed twice.
+    pushed = sorted(store.get_artifacts_by_type("PushedModel"), key=lambda a: a.id)
+    destinations = {a.custom_properties["pushed_destination"].string_value for a in pushed}
+    assert len(pushed) == 2 and len(destinations) == 1

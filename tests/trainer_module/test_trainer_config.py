@@ -31,6 +31,9 @@ def test_nested_sections_from_dict():
         ({"bucketing": {"token_budget": 0}}, "bucketing.token_budget"),
         ({"grad_accumulation_steps": 0}, "grad_accumulation_steps"),
         ({"max_loss": 0}, "max_loss"),
+        ({"model": "bert"}, "bert.checkpoint_dir"),
+        ({"bert": {"head_dropout": 1.0}}, "bert.head_dropout"),
+        ({"bert": {"attention_dropout": -0.1}}, "bert.attention_dropout"),
     ],
 )
 def test_impossible_values_name_the_field(data, field):
@@ -47,7 +50,16 @@ def test_field_types_are_plain():
     """The pipeline YAML embeds this config: only plain types and nested config dataclasses."""
     import trainer_module.config as config_module
 
-    allowed = {"int", "float", "str", "bool", "list[str]", "str | None", "int | None"}
+    allowed = {
+        "int",
+        "float",
+        "str",
+        "bool",
+        "list[str]",
+        "str | None",
+        "int | None",
+        "float | None",
+    }
 
     def check(cls):
         for f in dataclasses.fields(cls):

@@ -28,12 +28,15 @@ def _pad(rows: list[list[int]], width: int) -> tf.Tensor:
     return tf.constant([r + [0] * (longest - len(r)) for r in rows], tf.int64)
 
 
-@pytest.fixture(scope="module", params=["knrm", "conv_knrm", "transformer"])
+@pytest.fixture(scope="module", params=["knrm", "conv_knrm", "transformer", "bert"])
 def exported(request, examples_dir, transform_graph, tmp_path_factory):
     work = tmp_path_factory.mktemp(f"export_{request.param}")
-    cfg = trainer_testdata.small_config(model=request.param, train_steps=5, validate_every=0)
-    controller = trainer_testdata.make_controller(cfg, examples_dir, transform_graph, str(work))
-    controller.train()
+    if request.param == "bert":  # 5 steps too, trained once for the BERT tests
+        controller = request.getfixturevalue("trained_bert")[0]
+    else:
+        cfg = trainer_testdata.small_config(model=request.param, train_steps=5, validate_every=0)
+        controller = trainer_testdata.make_controller(cfg, examples_dir, transform_graph, str(work))
+        controller.train()
     serving_dir = str(work / "model" / "Format-Serving")
     os.makedirs(serving_dir)  # an existing target is replaced, not merged into
     export_serving_model(

@@ -1,7 +1,7 @@
 """Model registry: config name -> builder. Every model maps (query [B, Lq], doc [B, Ld]) -> [B].
 
-TODO: a BERT cross-encoder initialised from a local HF safetensors checkpoint (encoder variables
-named under "encoder"/"embedding" so encoder_learning_rate and freeze_patterns apply).
+Pretrained or embedding variables are named under "encoder"/"embedding" so the default
+encoder_patterns give them encoder_learning_rate (and freeze_patterns can target them).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import tensorflow as tf
 import tf_keras as keras
 
 from trainer_module.config import TrainerConfig
+from trainer_module.models.bert import build_bert
 from trainer_module.models.conv_knrm import ConvKnrm
 from trainer_module.models.embeddings import embedding_initializer
 from trainer_module.models.knrm import Knrm
@@ -39,10 +40,15 @@ def _transformer(cfg: TrainerConfig, vocab_size: int, vocab: list[str] | None, l
     return TransformerCrossEncoder(vocab_size, cfg.transformer, cfg.seed, name="transformer")
 
 
+def _bert(cfg: TrainerConfig, vocab_size: int, vocab: list[str] | None, lq: int, ld: int):
+    return build_bert(cfg.bert, cfg.seed, vocab_size, vocab, lq, ld)
+
+
 _REGISTRY: dict[str, Builder] = {
     "knrm": _knrm,
     "conv_knrm": _conv_knrm,
     "transformer": _transformer,
+    "bert": _bert,
 }
 
 

@@ -60,10 +60,11 @@ def trec_order(run_path: Path, depth: int) -> dict[str, list[tuple[str, float]]]
     for line in run_path.read_text().splitlines():
         cols = line.split()
         by_qid[cols[0]].append((cols[2], float(cols[4])))
-    return {
-        q: sorted(rows, key=lambda r: (-r[1], tuple(-ord(c) for c in r[0])))[:depth]
-        for q, rows in by_qid.items()
-    }
+    ranked = {}
+    for q, rows in by_qid.items():
+        rows = sorted(rows, key=lambda r: r[0], reverse=True)  # docno descending, then (stable)
+        ranked[q] = sorted(rows, key=lambda r: -r[1])[:depth]  # score descending
+    return ranked
 
 
 def examples_by_qid(outputs: Outputs, split: str) -> dict[str, list[tf.train.Example]]:
@@ -664,8 +665,8 @@ def test_empty_split_fails_naming_the_split(tmp_path: Path) -> None:
     with pytest.raises(BadRecordError) as err:
         run_executor(tmp_path / "run", *tiny_configs(paths, split=split))
     assert str(err.value) == (
-        f"{paths['qrels']}:0: split 'dev' is empty: none of the 9 judged queries hashes to its "
-        f"fold ({empty_fold}; datagen.split num_folds=20 seed=0)"
+        f"{paths['qrels']}:0: split 'dev' is empty: none of the 9 judged queries hashes to "
+        f"fold {empty_fold} (datagen.split num_folds=20 seed=0)"
     )
     assert leftover_files(tmp_path / "run") == []
 
@@ -785,3 +786,36 @@ def test_bad_run_unterminated_doc_and_empty_split_skipped(tmp_path: Path) -> Non
     assert [p.name for p in out.shard_files("dev")] == ["data_tfrecord-00000-of-00001.gz"]
     assert out.examples("dev") == []
     assert json.loads(json.dumps(summary)) == summary
+
+
+def _two_document_files(tmp_path: Path) -> tuple[dict, str, str]:
+    """The tiny collection with its documents in two files; d5 is in both (different text)."""
+    tiny = Tiny.make()
+    paths = tiny.write_tsv(tmp_path / "data")
+    lines = Path(paths["documents"]).read_text().splitlines(keepends=True)
+    Path(paths["documents"]).unlink()
+    first, second = tmp_path / "data" / "docs-1.tsv", tmp_path / "data" / "docs-2.tsv"
+    first.write_text("".join(lines[:9]))
+    second.write_text("".join(lines[9:]) + "d5\tzebra zebra zebra\n")
+    paths["documents"] = str(tmp_path / "data" / "docs-*.tsv")
+    return paths, str(first), str(second)
+
+
+def test_duplicate_docid_across_files(tmp_path: Path) -> None:
+    paths, first, second = _two_document_files(tmp_path)
+    with pytest.raises(BadRecordError) as err:
+        run_executor(tmp_path / "fail", *tiny_configs(paths))
+    assert str(err.value) == (
+        f"{second}:0: duplicate docid 'd5' (also in {first}; the first file's copy is kept)"
+    )
+    assert leftover_files(tmp_path / "fail") == []
+    out = run_executor(tmp_path / "skip", *tiny_configs(paths, policy="skip"))
+    summary = out.summary
+    assert summary["documents"] == 18  # distinct documents
+    assert summary["beam_counters"]["documents"] == 19  # both copies were read ...
+    assert summary["bad_records"]["by_kind"] == {"documents": 1}
+    # ... and the examples use the first file's text of d5, never the second's.
+    vocab = out.vocab
+    d5 = doc_tokens(out)["d5"]
+    assert "zebra" not in "".join(vocab[i].removeprefix("##") for i in d5)
+    assert vocab[d5[0]] == "on"

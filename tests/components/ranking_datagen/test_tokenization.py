@@ -42,6 +42,35 @@ def test_learned_vocabulary_is_deterministic_and_reserved_first() -> None:
     assert vocab == tokenization.learn_wordpiece_vocab(list(reversed(counts)), 100)
     assert {"flutter", "wing"} <= set(vocab)
     assert all(len(t) == 1 or t.startswith("##") or t.isalpha() or t[0] == "[" for t in vocab)
+    # The size is a ceiling (the library's own search could overshoot it).
+    many = [(f"w{chr(97 + i % 26)}{chr(97 + i // 26 % 26)}{i}", 1000 - i) for i in range(600)]
+    for size in (150, 300, 500):
+        assert size * 0.8 < len(tokenization.learn_wordpiece_vocab(many, size)) <= size
+    # Below the single characters (and their ## forms) nothing smaller exists: those stay.
+    floor = tokenization.learn_wordpiece_vocab(many, 60)
+    assert len(floor) > 60
+    assert all(len(t.removeprefix("##")) == 1 or t.startswith("[") for t in floor)
+
+
+def test_threshold_search_finds_the_largest_vocabulary_that_fits() -> None:
+    calls: list[int] = []
+
+    def size_at(t: int) -> int:  # a Zipf-like curve: 120000 tokens at 1, 50 (chars) floor
+        calls.append(t)
+        return max(50, 120_000 // t)
+
+    search = tokenization._search_threshold
+    # Exact: 120000 // t <= 8000 first at t = 15 (8000); within 5% the search may stop early.
+    t = search(size_at, guess=10, target=8000, slack=0.05, max_thresh=10**6)
+    assert size_at(t) <= 8000 and size_at(t) >= 7600 and size_at(t - 1) > 8000
+    assert len(set(calls)) <= 6  # the library's bisection needs ~20 runs on this range
+    calls.clear()
+    assert search(size_at, guess=900, target=8000, slack=0.0, max_thresh=10**6) == 15
+    assert len(set(calls)) <= 12
+    # Fits at threshold 1: nothing smaller to look for.
+    assert search(size_at, guess=1, target=200_000, slack=0.05, max_thresh=10**6) == 1
+    # Even the single characters do not fit: stop past the largest count instead of looping.
+    assert search(size_at, guess=5, target=10, slack=0.05, max_thresh=1000) > 1000
 
 
 def _vocab_file(tmp_path: Path, tokens: list[str], name: str = "vocab.txt") -> str:

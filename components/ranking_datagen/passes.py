@@ -1,0 +1,348 @@
+"""The two Beam pipelines of RankingDataGen (executor.py runs them and decides in between).
+
+Data the driver hands to a pipeline (queries, the docids to look for, the groups) goes through
+pickle files in the work directory, read by the workers, rather than into closures or
+`beam.Create`: Beam pickles those into the pipeline graph with bz2 at level 9, which costs
+seconds per megabyte at construction and again in every worker.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import apache_beam as beam
+import tensorflow as tf
+
+from components.ranking_datagen import (
+    beam_transforms,
+    candidates,
+    outputs,
+    readers,
+    sampling,
+    tokenization,
+)
+from components.ranking_datagen import collection as collection_io
+from components.ranking_datagen.readers import BadRecord
+
+# Groups per pickle file: enough files for every worker to read some in parallel.
+_GROUPS_PER_FILE = 20_000
+
+
+def write_pickle(path: str, value: Any) -> str:
+    tf.io.gfile.makedirs(os.path.dirname(path))
+    with tf.io.gfile.GFile(path, "wb") as f:
+        pickle.dump(value, f, protocol=pickle.HIGHEST_PROTOCOL)
+    return path
+
+
+def read_pickle(path: str) -> Any:
+    with tf.io.gfile.GFile(path, "rb") as f:
+        return pickle.load(f)
+
+
+def _batched(items: list, size: int = collection_io.DOCUMENT_BATCH) -> list[list]:
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+def _write_json(value: Any, path: str) -> None:
+    outputs.write_text(path, json.dumps(value))
+
+
+def _read_json(path: str) -> Any:
+    with tf.io.gfile.GFile(path) as f:
+        return json.load(f)
+
+
+def _pipeline_counters(result: beam.runners.runner.PipelineResult) -> dict[str, int]:
+    counters: dict[str, int] = {}
+    for counter in result.metrics().query()["counters"]:
+        if counter.key.metric.namespace == readers.METRICS_NAMESPACE:
+            name = counter.key.metric.name
+            counters[name] = counters.get(name, 0) + int(counter.committed or counter.attempted)
+    return counters
+
+
+def run_pipeline(
+    make_pipeline: Callable[[], beam.Pipeline], build: Callable[[beam.Pipeline], None]
+) -> dict[str, int]:
+    """Builds and runs one pipeline; returns its `rankpipe` counters. A bad record raised in a
+    worker surfaces as a plain BadRecordError naming file, line and problem."""
+    p = make_pipeline()
+    build(p)
+    try:
+        result = p.run()
+        result.wait_until_finish()
+    except Exception as e:
+        bad = collection_io.unwrap_bad_record_error(e)
+        if bad is not None:
+            raise bad from e
+        raise
+    return _pipeline_counters(result)
+
+
+class _KeepIn(beam.DoFn):
+    """Keeps the documents whose key is in a set read once per worker from a pickle file."""
+
+    def __init__(self, path: str, key: Callable[[tuple], Any]):
+        self._path = path
+        self._key = key
+
+    def setup(self) -> None:
+        self._keep = read_pickle(self._path)
+
+    def process(self, doc: tuple):
+        if self._key(doc) in self._keep:
+            yield doc
+
+
+class _KeepWanted(beam.DoFn):
+    """Batches of documents -> the documents pass 2 may encode: the judged and run docids
+    (pickle file) and the BM25 candidates (side input, once BM25 is done)."""
+
+    def __init__(self, needed_path: str):
+        self._needed_path = needed_path
+
+    def setup(self) -> None:
+        self._needed = read_pickle(self._needed_path)
+        self._wanted: set[str] | None = None
+
+    def process(self, batch: list[tuple], candidate_sets: list[set[str]]):
+        if self._wanted is None:
+            self._wanted = self._needed.union(*candidate_sets)
+        for doc in batch:
+            if doc[0] in self._wanted:
+                yield doc
+
+
+class _SingleProcessStep(beam.DoFn):
+    """Runs the steps that need all their input in one process: ("vocab", word counts) ->
+    vocab.txt, ("docs", all documents) -> BM25 run (and its docids as output). Keyed and grouped
+    before this DoFn, the two are distinct elements of one stage, so with 2+ workers they run
+    at the same time."""
+
+    def __init__(self, cfg: dict, vocab_path: str | None, bm25_path: str, queries_path: str):
+        self._cfg = cfg
+        self._vocab_path = vocab_path
+        self._bm25_path = bm25_path
+        self._queries_path = queries_path
+
+    def process(self, element: tuple[str, list]):
+        name, values = element
+        if name == "vocab":
+            (counts,) = values
+            vocab = beam_transforms.learn_vocabulary(counts, self._cfg["vocab"]["size"])
+            outputs.write_text(self._vocab_path, "".join(t + "\n" for t in vocab))
+        else:
+            bm25 = self._cfg["bm25"]
+            run = candidates.bm25_run(
+                sorted((d[0], d[1]) for batch in values for d in batch),
+                read_pickle(self._queries_path),
+                self._cfg["candidates_depth"],
+                bm25["k1"],
+                bm25["b"],
+            )
+            _write_json(run, self._bm25_path)
+            yield {docid for docs in run.values() for docid in docs}
+
+
+class CollectionPass(NamedTuple):
+    num_documents: int
+    found_docids: set[str]  # the asked-for docids (and BM25 candidates) found in the corpus
+    bad_documents: int
+    bad_document_examples: list[BadRecord]
+    duplicates: dict[str, list[int]]  # docid -> indexes of the files holding it (>1 file)
+    bm25: dict[str, dict[str, float]] | None
+    # JSON-lines files of [docid, text, file index]: the documents pass 2 may need.
+    text_files: list[str]
+    counters: dict[str, int]
+
+
+def collection_pass(
+    make_pipeline: Callable[[], beam.Pipeline],
+    coll: dict,
+    cfg: dict,
+    queries: dict[str, str],
+    needed: set[str],
+    learn_vocab_to: str | None,
+    need_bm25: bool,
+    work_dir: str,
+) -> CollectionPass:
+    """Pass 1: reads and counts the documents, finds which `needed` docids exist, learns the
+    vocabulary into `learn_vocab_to` (if given), runs BM25 (if `need_bm25`) and keeps the texts
+    of the needed and BM25-retrieved documents for pass 2, which so does not read the corpus
+    again."""
+    pass_dir = os.path.join(work_dir, "pass1")
+    files = {
+        name: os.path.join(pass_dir, f"{name}.json")
+        for name in ("documents", "found", "bad_count", "bad_examples", "duplicates", "bm25")
+    }
+    queries_path = write_pickle(os.path.join(pass_dir, "queries.pkl"), queries)
+    needed_path = write_pickle(os.path.join(pass_dir, "needed.pkl"), needed)
+    texts_prefix = os.path.join(pass_dir, "texts", "part")
+    read = collection_io.ReadDocuments(
+        coll["documents"], coll["documents_format"], cfg["on_bad_record"],
+        coll["allow_empty_documents"],
+    )  # fmt: skip
+
+    def build(p: beam.Pipeline) -> None:
+        batches_and_bad = p | "ReadDocuments" >> read
+        batches, bad = batches_and_bad["batches"], batches_and_bad["bad"]
+        _ = (
+            batches
+            | "BatchSizes" >> beam.Map(len)
+            | "CountDocuments" >> beam.CombineGlobally(sum)
+            | "WriteCount" >> beam.Map(_write_json, files["documents"])
+        )
+        _ = (
+            bad
+            | "CountBad" >> beam.combiners.Count.Globally()
+            | "WriteBadCount" >> beam.Map(_write_json, files["bad_count"])
+        )
+        _ = (
+            bad
+            | "FirstBad" >> beam.combiners.Top.Smallest(collection_io.MAX_EXAMPLES)
+            | "WriteBad"
+            >> beam.Map(lambda b: _write_json([list(r) for r in b], files["bad_examples"]))
+        )
+        if len(read.paths) > 1:
+            # The readers check duplicates within a file; across files it takes a shuffle.
+            _ = (
+                batches
+                | "IdFile" >> beam.FlatMap(lambda batch: [(d[0], d[2]) for d in batch])
+                | "GroupIds" >> beam.GroupByKey()
+                | "Repeated" >> beam.Filter(lambda kv: len(kv[1]) > 1)
+                | "SortFiles" >> beam.Map(lambda kv: (kv[0], sorted(kv[1])))
+                | "Duplicates" >> beam.combiners.ToDict()
+                | "WriteDuplicates" >> beam.Map(_write_json, files["duplicates"])
+            )
+        steps = []
+        if learn_vocab_to:
+            query_batches = (
+                p
+                | "QueriesFile" >> beam.Create([queries_path])
+                | "Queries"
+                >> beam.FlatMap(lambda path: _batched(sorted(read_pickle(path).items())))
+            )
+            steps.append(
+                (batches, query_batches)
+                | "AllTexts" >> beam.Flatten()
+                | "WordCounts" >> beam_transforms.CountAllWords(cfg["vocab"]["lowercase"])
+                | "KeyVocab" >> beam.Map(lambda counts: ("vocab", counts))
+            )
+        if need_bm25:
+            # All batches under one key: the grouping brings them to one worker.
+            steps.append(batches | "KeyDocs" >> beam.Map(lambda batch: ("docs", batch)))
+        if steps:
+            candidate_sets = (
+                steps
+                | "Steps" >> beam.Flatten()
+                | "OneStepPerWorker" >> beam.GroupByKey()
+                | "RunSteps"
+                >> beam.ParDo(_SingleProcessStep(cfg, learn_vocab_to, files["bm25"], queries_path))
+            )
+        else:
+            candidate_sets = p | "NoCandidates" >> beam.Create([])
+        wanted = batches | "Wanted" >> beam.ParDo(
+            _KeepWanted(needed_path), candidate_sets=beam.pvalue.AsList(candidate_sets)
+        )
+        _ = (
+            wanted
+            | "DocIds" >> beam.Map(lambda d: d[0])
+            | "FoundDocIds" >> beam.combiners.ToList()
+            | "WriteFound" >> beam.Map(lambda ids: _write_json(sorted(ids), files["found"]))
+        )
+        _ = (
+            wanted
+            | "TextLines" >> beam.Map(lambda d: json.dumps(list(d)))
+            | "WriteTexts" >> beam.io.WriteToText(texts_prefix, file_name_suffix=".jsonl")
+        )
+
+    counters = run_pipeline(make_pipeline, build)
+    return CollectionPass(
+        num_documents=_read_json(files["documents"]),
+        found_docids=set(_read_json(files["found"])),
+        bad_documents=_read_json(files["bad_count"]),
+        bad_document_examples=[BadRecord(*r) for r in _read_json(files["bad_examples"])],
+        duplicates=_read_json(files["duplicates"]) if len(read.paths) > 1 else {},
+        bm25=_read_json(files["bm25"]) if need_bm25 else None,
+        text_files=sorted(tf.io.gfile.glob(texts_prefix + "*")),
+        counters=counters,
+    )
+
+
+def encoding_pass(
+    make_pipeline: Callable[[], beam.Pipeline],
+    cfg: dict,
+    queries: dict[str, str],
+    groups: list[sampling.Group],
+    text_files: list[str],
+    duplicates: dict[str, list[int]],
+    vocab_path: str,
+    vocab: list[str],
+    num_shards: dict[str, int],
+    stage: dict[str, str],
+    work_dir: str,
+) -> dict[str, int]:
+    """Pass 2: tokenizes (tf.Transform) the texts the groups use (read from pass 1's
+    `text_files`), writes the TransformGraph to stage["transform_graph"] and the example shards
+    under stage["examples"]."""
+    pass_dir = os.path.join(work_dir, "pass2")
+    # Only the texts the examples use are encoded: on a large corpus with few queries that is
+    # a small part of it. A duplicated docid keeps the copy of the first file.
+    keep_file = {docid: indexes[0] for docid, indexes in duplicates.items()}
+    wanted = {(d, keep_file.get(d)) for g in groups for d in g.docids}  # (docid, file | None)
+    wanted_path = write_pickle(os.path.join(pass_dir, "wanted.pkl"), wanted)
+    query_texts = sorted({("q:" + g.qid, queries[g.qid]) for g in groups})
+    queries_path = write_pickle(os.path.join(pass_dir, "queries.pkl"), query_texts)
+    group_files = [
+        write_pickle(
+            os.path.join(pass_dir, f"groups-{i:05d}.pkl"), groups[i : i + _GROUPS_PER_FILE]
+        )
+        for i in range(0, max(len(groups), 1), _GROUPS_PER_FILE)
+    ]
+    max_q, max_d = cfg["max_query_length"], cfg["max_doc_length"]
+
+    def build(p: beam.Pipeline) -> None:
+        texts = (
+            p
+            | "TextFiles" >> beam.Create(text_files)
+            | "ReadTexts" >> beam.io.ReadAllFromText()
+            | "Parse" >> beam.Map(lambda line: tuple(json.loads(line)))
+            | "Referenced"
+            >> beam.ParDo(
+                _KeepIn(wanted_path, lambda d: (d[0], d[2] if d[0] in keep_file else None))
+            )
+            | "Spread" >> beam.Reshuffle()
+            | "KeyDocs" >> beam.Map(lambda d: ("d:" + d[0], d[1])),
+            p
+            | "QueriesFile" >> beam.Create([queries_path])
+            | "Queries" >> beam.FlatMap(read_pickle),
+        ) | "AllTexts" >> beam.Flatten()
+        tokens = (
+            texts
+            | "Tokenize"
+            >> beam_transforms.TokenizeWithTransform(
+                vocab_path,
+                cfg["vocab"]["lowercase"],
+                stage["transform_graph"],
+                os.path.join(work_dir, "tft"),
+            )
+            | "CountTokens" >> beam.ParDo(beam_transforms.CountTokens(max_q, max_d))
+        )
+        groups_pc = (
+            p | "GroupFiles" >> beam.Create(group_files) | "Groups" >> beam.FlatMap(read_pickle)
+        )
+        _ = (groups_pc, tokens) | "WriteExamples" >> beam_transforms.WriteExamples(
+            stage["examples"],
+            num_shards,
+            cfg["shuffle_seed"],
+            max_q,
+            max_d,
+            tokenization.unk_id(vocab),
+        )
+
+    return run_pipeline(make_pipeline, build)

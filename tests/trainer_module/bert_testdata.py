@@ -1,0 +1,202 @@
+"""A tiny Hugging Face BERT checkpoint written from scratch, and a numpy BERT forward pass.
+
+Both are independent of trainer_module: the safetensors file is laid out by hand (8-byte
+little-endian header size, JSON header with dtype/shape/data_offsets, raw little-endian data),
+and the reference forward pass is plain numpy over the HF tensor names.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import struct
+
+import numpy as np
+from scipy.special import erf
+
+TINY_CONFIG = {
+    "architectures": ["BertModel"],
+    "model_type": "bert",
+    "hidden_size": 32,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "intermediate_size": 64,
+    "hidden_act": "gelu",
+    "hidden_dropout_prob": 0.1,
+    "attention_probs_dropout_prob": 0.1,
+    "max_position_embeddings": 64,
+    "type_vocab_size": 2,
+    "layer_norm_eps": 1e-12,
+    "position_embedding_type": "absolute",
+    "pad_token_id": 0,
+}
+
+
+def write_safetensors(path: str, tensors: dict[str, np.ndarray], dtypes: dict | None = None):
+    """The safetensors binary layout; `dtypes` maps names to "F32" (default), "F16" or "I64"."""
+    np_types = {"F32": "<f4", "F16": "<f2", "I64": "<i8"}
+    header, chunks, offset = {"__metadata__": {"format": "pt"}}, [], 0
+    for name, array in tensors.items():
+        kind = (dtypes or {}).get(name, "F32")
+        raw = np.ascontiguousarray(array, dtype=np_types[kind]).tobytes()
+        header[name] = {
+            "dtype": kind,
+            "shape": list(array.shape),
+            "data_offsets": [offset, offset + len(raw)],
+        }
+        chunks.append(raw)
+        offset += len(raw)
+    blob = json.dumps(header).encode()
+    blob += b" " * (-len(blob) % 8)  # the format pads the header to 8-byte alignment
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(blob)))
+        f.write(blob)
+        for raw in chunks:
+            f.write(raw)
+
+
+def tiny_tensors(
+    vocab_size: int, config: dict = TINY_CONFIG, seed: int = 0, pooler: bool = True
+) -> dict[str, np.ndarray]:
+    """Random BERT weights under HF BertModel names (Linear weights are [out, in])."""
+    rng = np.random.default_rng(seed)
+    h, inter = config["hidden_size"], config["intermediate_size"]
+
+    def w(*shape: int, scale: float = 0.2) -> np.ndarray:
+        return rng.normal(0.0, scale, size=shape).astype(np.float32)
+
+    t = {
+        "embeddings.word_embeddings.weight": w(vocab_size, h, scale=0.5),
+        "embeddings.position_embeddings.weight": w(config["max_position_embeddings"], h),
+        "embeddings.token_type_embeddings.weight": w(config["type_vocab_size"], h),
+        "embeddings.LayerNorm.weight": 1.0 + w(h, scale=0.1),
+        "embeddings.LayerNorm.bias": w(h, scale=0.1),
+    }
+    for i in range(config["num_hidden_layers"]):
+        p = f"encoder.layer.{i}"
+        for name in ("attention.self.query", "attention.self.key", "attention.self.value"):
+            t[f"{p}.{name}.weight"], t[f"{p}.{name}.bias"] = w(h, h), w(h, scale=0.1)
+        t[f"{p}.attention.output.dense.weight"] = w(h, h)
+        t[f"{p}.attention.output.dense.bias"] = w(h, scale=0.1)
+        t[f"{p}.attention.output.LayerNorm.weight"] = 1.0 + w(h, scale=0.1)
+        t[f"{p}.attention.output.LayerNorm.bias"] = w(h, scale=0.1)
+        t[f"{p}.intermediate.dense.weight"] = w(inter, h)
+        t[f"{p}.intermediate.dense.bias"] = w(inter, scale=0.1)
+        t[f"{p}.output.dense.weight"] = w(h, inter)
+        t[f"{p}.output.dense.bias"] = w(h, scale=0.1)
+        t[f"{p}.output.LayerNorm.weight"] = 1.0 + w(h, scale=0.1)
+        t[f"{p}.output.LayerNorm.bias"] = w(h, scale=0.1)
+    if pooler:
+        t["pooler.dense.weight"], t["pooler.dense.bias"] = w(h, h), w(h, scale=0.1)
+    return t
+
+
+def write_checkpoint(
+    directory: str,
+    vocab: list[str],
+    config: dict = TINY_CONFIG,
+    seed: int = 0,
+    pooler: bool = True,
+    prefix: str = "",
+) -> dict[str, np.ndarray]:
+    """Writes config.json, vocab.txt and model.safetensors; returns the tensors (HF names).
+
+    `prefix` ("bert.") writes the names the way task models (BertForSequenceClassification)
+    do; an int64 `embeddings.position_ids` buffer is included as real checkpoints have it.
+    """
+    os.makedirs(directory, exist_ok=True)
+    tensors = tiny_tensors(len(vocab), config, seed, pooler)
+    with open(os.path.join(directory, "config.json"), "w") as f:
+        json.dump({**config, "vocab_size": len(vocab)}, f)
+    with open(os.path.join(directory, "vocab.txt"), "w") as f:
+        f.write("\n".join(vocab) + "\n")
+    stored = {prefix + k: v for k, v in tensors.items()}
+    position_ids = np.arange(config["max_position_embeddings"], dtype=np.int64)[None, :]
+    stored[prefix + "embeddings.position_ids"] = position_ids
+    write_safetensors(
+        os.path.join(directory, "model.safetensors"),
+        stored,
+        {prefix + "embeddings.position_ids": "I64"},
+    )
+    return tensors
+
+
+# --------------------------------------------------------------------- numpy reference forward
+
+
+def _layer_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> np.ndarray:
+    mean = x.mean(-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(-1, keepdims=True)
+    return (x - mean) / np.sqrt(var + eps) * gamma + beta
+
+
+def _linear(x: np.ndarray, t: dict, name: str) -> np.ndarray:
+    return x @ t[f"{name}.weight"].T + t[f"{name}.bias"]
+
+
+def _gelu(x: np.ndarray) -> np.ndarray:
+    return 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))
+
+
+def reference_hidden(
+    t: dict[str, np.ndarray], config: dict, token_ids: list[int], token_types: list[int]
+) -> np.ndarray:
+    """HF BertModel's last hidden state [L, H] of ONE unpadded sequence, in float64."""
+    t = {k: v.astype(np.float64) for k, v in t.items()}
+    eps, heads = config["layer_norm_eps"], config["num_attention_heads"]
+    n = len(token_ids)
+    x = (
+        t["embeddings.word_embeddings.weight"][token_ids]
+        + t["embeddings.position_embeddings.weight"][np.arange(n)]
+        + t["embeddings.token_type_embeddings.weight"][token_types]
+    )
+    x = _layer_norm(x, t["embeddings.LayerNorm.weight"], t["embeddings.LayerNorm.bias"], eps)
+    dh = x.shape[1] // heads
+    for i in range(config["num_hidden_layers"]):
+        p = f"encoder.layer.{i}"
+
+        def split(y: np.ndarray) -> np.ndarray:
+            return y.reshape(n, heads, dh).transpose(1, 0, 2)  # [heads, L, dh]
+
+        q = split(_linear(x, t, f"{p}.attention.self.query"))
+        k = split(_linear(x, t, f"{p}.attention.self.key"))
+        v = split(_linear(x, t, f"{p}.attention.self.value"))
+        logits = q @ k.transpose(0, 2, 1) / math.sqrt(dh)
+        probs = np.exp(logits - logits.max(-1, keepdims=True))
+        probs /= probs.sum(-1, keepdims=True)
+        ctx = (probs @ v).transpose(1, 0, 2).reshape(n, heads * dh)
+        att = _linear(ctx, t, f"{p}.attention.output.dense")
+        x = _layer_norm(
+            x + att,
+            t[f"{p}.attention.output.LayerNorm.weight"],
+            t[f"{p}.attention.output.LayerNorm.bias"],
+            eps,
+        )
+        ffn = _linear(_gelu(_linear(x, t, f"{p}.intermediate.dense")), t, f"{p}.output.dense")
+        x = _layer_norm(
+            x + ffn, t[f"{p}.output.LayerNorm.weight"], t[f"{p}.output.LayerNorm.bias"], eps
+        )
+    return x
+
+
+def reference_scores(
+    t: dict[str, np.ndarray],
+    config: dict,
+    head: dict[str, np.ndarray],
+    cls_id: int,
+    sep_id: int,
+    queries: list[list[int]],
+    docs: list[list[int]],
+) -> np.ndarray:
+    """Cross-encoder scores of unpadded (query, doc) id lists: [CLS] q [SEP] d [SEP], token
+    types 0 / 1, tanh pooler (the checkpoint's, or `head`'s pooler), then `head`'s score."""
+    scores = []
+    for q, d in zip(queries, docs):
+        tokens = [cls_id, *q, sep_id, *d, sep_id]
+        types = [0] * (len(q) + 2) + [1] * (len(d) + 1)
+        cls = reference_hidden(t, config, tokens, types)[0]
+        pooler = t if "pooler.dense.weight" in t else head
+        cls = np.tanh(_linear(cls, pooler, "pooler.dense"))
+        scores.append(float(cls @ head["score.kernel"][:, 0] + head["score.bias"][0]))
+    return np.asarray(scores)

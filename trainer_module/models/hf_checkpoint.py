@@ -1,0 +1,206 @@
+"""Reads a local Hugging Face BERT-family checkpoint directory with numpy only (no torch).
+
+Layout: `config.json` (BertConfig), `vocab.txt` (one WordPiece token per line, id = line - 1)
+and `model.safetensors`: an 8-byte little-endian header length N, an N-byte JSON header
+{name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {...}} and the raw
+little-endian tensor bytes, offsets relative to the end of the header.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "model.safetensors"
+VOCAB_FILE = "vocab.txt"
+
+_DTYPES = {
+    "F64": np.dtype("<f8"),
+    "F32": np.dtype("<f4"),
+    "F16": np.dtype("<f2"),
+    "BF16": np.dtype("<u2"),  # widened to float32 below
+    "I64": np.dtype("<i8"),
+    "I32": np.dtype("<i4"),
+    "I16": np.dtype("<i2"),
+    "I8": np.dtype("i1"),
+    "U8": np.dtype("u1"),
+    "BOOL": np.dtype("?"),
+}
+# Key prefixes of task models wrapping a BertModel (BertForSequenceClassification, ...).
+_MODEL_PREFIXES = ("bert.",)
+# Old TF-converted checkpoints name LayerNorm parameters gamma/beta.
+_LEGACY_SUFFIXES = {"LayerNorm.gamma": "LayerNorm.weight", "LayerNorm.beta": "LayerNorm.bias"}
+
+
+def parse_safetensors(data: bytes, source: str = "<bytes>") -> dict[str, np.ndarray]:
+    """Tensors of a safetensors buffer as numpy arrays (BF16 widened to float32)."""
+    if len(data) < 8:
+        raise ValueError(f"{source}: not a safetensors file (shorter than its 8-byte header size)")
+    (header_len,) = struct.unpack("<Q", data[:8])
+    if header_len > len(data) - 8:
+        raise ValueError(f"{source}: header size {header_len} exceeds the file ({len(data)} B)")
+    try:
+        header = json.loads(data[8 : 8 + header_len].decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{source}: unreadable safetensors header: {e}") from None
+    body = memoryview(data)[8 + header_len :]
+    tensors = {}
+    for name, spec in header.items():
+        if name == "__metadata__":
+            continue
+        dtype = _DTYPES.get(spec.get("dtype"))
+        if dtype is None:
+            raise ValueError(f"{source}: tensor {name}: unsupported dtype {spec.get('dtype')!r}")
+        shape = [int(d) for d in spec["shape"]]
+        begin, end = (int(x) for x in spec["data_offsets"])
+        size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        if not 0 <= begin <= end <= len(body) or end - begin != size:
+            raise ValueError(
+                f"{source}: tensor {name}: data_offsets [{begin}, {end}] do not hold "
+                f"{spec['dtype']} {shape} ({size} B) within {len(body)} data bytes"
+            )
+        array = np.frombuffer(body[begin:end], dtype=dtype).reshape(shape)
+        if spec["dtype"] == "BF16":  # bfloat16 = the high half of a float32
+            array = (array.astype(np.uint32) << 16).view(np.float32)
+        tensors[name] = array
+    return tensors
+
+
+def read_safetensors(path: str) -> dict[str, np.ndarray]:
+    with tf.io.gfile.GFile(path, "rb") as f:
+        return parse_safetensors(f.read(), path)
+
+
+@dataclass(frozen=True)
+class BertArchitecture:
+    """The parts of a HF BertConfig (config.json) the encoder needs."""
+
+    vocab_size: int
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    intermediate_size: int
+    hidden_act: str
+    hidden_dropout: float
+    attention_dropout: float
+    max_position: int
+    type_vocab_size: int
+    layer_norm_eps: float
+
+    @classmethod
+    def from_hf_config(cls, config: dict[str, Any], source: str) -> BertArchitecture:
+        kind = config.get("position_embedding_type", "absolute")
+        if kind != "absolute":
+            raise ValueError(f"{source}: position_embedding_type {kind!r} is not supported")
+        try:
+            arch = cls(
+                vocab_size=int(config["vocab_size"]),
+                hidden_size=int(config["hidden_size"]),
+                num_layers=int(config["num_hidden_layers"]),
+                num_heads=int(config["num_attention_heads"]),
+                intermediate_size=int(config["intermediate_size"]),
+                hidden_act=str(config.get("hidden_act", "gelu")),
+                hidden_dropout=float(config.get("hidden_dropout_prob", 0.1)),
+                attention_dropout=float(config.get("attention_probs_dropout_prob", 0.1)),
+                max_position=int(config.get("max_position_embeddings", 512)),
+                type_vocab_size=int(config.get("type_vocab_size", 2)),
+                layer_norm_eps=float(config.get("layer_norm_eps", 1e-12)),
+            )
+        except KeyError as e:
+            raise ValueError(f"{source}: missing key {e.args[0]!r}") from None
+        if arch.hidden_size % arch.num_heads:
+            raise ValueError(
+                f"{source}: hidden_size {arch.hidden_size} is not divisible by "
+                f"num_attention_heads {arch.num_heads}"
+            )
+        if arch.type_vocab_size < 2:
+            raise ValueError(f"{source}: type_vocab_size must be >= 2 for query/document pairs")
+        return arch
+
+
+@dataclass
+class BertCheckpoint:
+    directory: str
+    arch: BertArchitecture
+    vocab: list[str]
+    tensors: dict[str, np.ndarray]  # names without a task-model prefix ("bert.")
+
+
+def read_vocab_file(directory: str) -> list[str]:
+    path = os.path.join(directory, VOCAB_FILE)
+    if not tf.io.gfile.exists(path):
+        raise ValueError(f"bert checkpoint {directory}: no {VOCAB_FILE}")
+    with tf.io.gfile.GFile(path, "r") as f:
+        return [line.rstrip("\r\n") for line in f]
+
+
+def read_architecture(directory: str) -> BertArchitecture:
+    path = os.path.join(directory, CONFIG_FILE)
+    if not tf.io.gfile.exists(path):
+        raise ValueError(f"bert checkpoint {directory}: no {CONFIG_FILE}")
+    with tf.io.gfile.GFile(path, "r") as f:
+        return BertArchitecture.from_hf_config(json.load(f), path)
+
+
+def _canonical(name: str) -> str:
+    for prefix in _MODEL_PREFIXES:
+        if name.startswith(prefix):
+            name = name[len(prefix) :]
+    for old, new in _LEGACY_SUFFIXES.items():
+        if name.endswith(old):
+            name = name[: -len(old)] + new
+    return name
+
+
+def read_checkpoint(directory: str) -> BertCheckpoint:
+    """config.json + vocab.txt + model.safetensors of a checkpoint directory."""
+    arch = read_architecture(directory)
+    vocab = read_vocab_file(directory)
+    weights = os.path.join(directory, WEIGHTS_FILE)
+    if not tf.io.gfile.exists(weights):
+        raise ValueError(
+            f"bert checkpoint {directory}: no {WEIGHTS_FILE} (sharded or PyTorch .bin "
+            "checkpoints are not supported)"
+        )
+    tensors = {_canonical(k): v for k, v in read_safetensors(weights).items()}
+    if len(vocab) > arch.vocab_size:
+        raise ValueError(
+            f"bert checkpoint {directory}: {VOCAB_FILE} has {len(vocab)} tokens but the model "
+            f"only {arch.vocab_size} embeddings (config.json vocab_size)"
+        )
+    logging.info("read %d tensors from %s", len(tensors), weights)
+    return BertCheckpoint(directory, arch, vocab, tensors)
+
+
+def check_vocab(
+    directory: str, checkpoint_vocab: list[str], vocab_size: int, vocab: list[str] | None
+) -> None:
+    """The token ids the model gets must mean the checkpoint's tokens: the TransformGraph's
+    vocabulary has to be the checkpoint's vocab.txt."""
+    hint = (
+        f"tokenize the examples with the checkpoint's vocabulary: set datagen.vocab.vocab_file "
+        f"to {os.path.join(directory, VOCAB_FILE)} (and datagen.vocab.lowercase to match the "
+        "checkpoint's casing) and re-run RankingDataGen"
+    )
+    if vocab_size != len(checkpoint_vocab):
+        raise ValueError(
+            f"trainer config: bert.checkpoint_dir: the TransformGraph's vocabulary has "
+            f"{vocab_size} tokens, the checkpoint's {VOCAB_FILE} has {len(checkpoint_vocab)}; "
+            + hint
+        )
+    if vocab is not None:
+        for i, (ours, theirs) in enumerate(zip(vocab, checkpoint_vocab)):
+            if ours != theirs:
+                raise ValueError(
+                    f"trainer config: bert.checkpoint_dir: the TransformGraph's vocabulary "
+                    f"differs from the checkpoint's {VOCAB_FILE} at id {i} ({ours!r} vs "
+                    f"{theirs!r}); " + hint
+                )
