@@ -8,15 +8,18 @@ VENV=.venv
 STAMP="$VENV/.rankpipe-lock.sha256"
 UV_VERSION=0.13.8
 
+works() { "$1" -c 'import sys, venv; assert sys.version_info[:2] == (3, 10)' >/dev/null 2>&1; }
+
 find_python() {
-  if command -v python3.10 >/dev/null 2>&1; then
+  # A pyenv shim can be on PATH without the version being selected: check that it runs.
+  if command -v python3.10 >/dev/null 2>&1 && works python3.10; then
     command -v python3.10
     return
   fi
   local root="${PYENV_ROOT:-$HOME/.pyenv}"
   local candidate
   for candidate in "$root"/versions/3.10*/bin/python3.10; do
-    if [ -x "$candidate" ]; then
+    if [ -x "$candidate" ] && works "$candidate"; then
       echo "$candidate"
       return
     fi
