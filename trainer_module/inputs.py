@@ -58,6 +58,41 @@ def parse_group(record: tf.Tensor, max_query_length: int, max_doc_length: int) -
     }
 
 
+_TRAIN_SPEC = {k: FEATURE_SPEC[k] for k in ("query_ids", "doc_ids", "doc_lengths", "labels")}
+
+
+def parse_train_batch(
+    records: tf.Tensor,
+    max_query_length: int,
+    max_doc_length: int,
+    static_shapes: bool = False,
+    group_size: int | None = None,
+) -> dict:
+    """A batch of serialized groups -> query [b, Lq], docs [b, n, Ld], labels [b, n].
+
+    Vectorized: one parse_example and ragged ops per batch instead of per record (the
+    per-record map cost ~10% of a small model's step on 2 cores). The result equals
+    parse_group per record + padded_batch (pads to the batch's longest query / doc, or to the
+    max lengths with static_shapes).
+    """
+    ex = tf.io.parse_example(records, _TRAIN_SPEC)
+    query = tf.RaggedTensor.from_sparse(ex["query_ids"])[:, :max_query_length]
+    lengths = tf.RaggedTensor.from_sparse(ex["doc_lengths"])
+    doc_ids = tf.RaggedTensor.from_sparse(ex["doc_ids"])
+    docs = tf.RaggedTensor.from_nested_row_lengths(
+        doc_ids.flat_values, [lengths.row_lengths(), lengths.flat_values]
+    )[:, :, :max_doc_length]
+    labels = tf.RaggedTensor.from_sparse(ex["labels"])
+    if static_shapes:
+        b = records.shape[0]  # static with drop_remainder
+        return {
+            "query": query.to_tensor(0, shape=[b, max_query_length]),
+            "docs": docs.to_tensor(0, shape=[b, group_size, max_doc_length]),
+            "labels": labels.to_tensor(0.0, shape=[b, group_size]),
+        }
+    return {"query": query.to_tensor(0), "docs": docs.to_tensor(0), "labels": labels.to_tensor(0.0)}
+
+
 def bucket_boundaries(max_length: int, min_length: int, factor: float) -> list[int]:
     """Geometric boundaries (tensor2tensor `_bucket_boundaries`), strictly increasing."""
     bounds, x = [], min_length
@@ -99,48 +134,50 @@ def make_train_dataset(
     if sharded_records:
         ds = ds.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
     ds = ds.shuffle(cfg.shuffle_buffer, seed=cfg.seed, reshuffle_each_iteration=True)
+
+    accum = cfg.grad_accumulation_steps
+    if not cfg.bucketing.enabled:
+        # Batch the serialized records, then parse whole batches (same batches as parsing
+        # each record and padded_batch-ing them, at a fraction of the CPU).
+        ds = ds.batch(per_replica_batch * accum, drop_remainder=True)
+        ds = ds.map(
+            lambda r: parse_train_batch(
+                r, max_query_length, max_doc_length, cfg.static_shapes, group_size
+            ),
+            num_parallel_calls=tf.data.AUTOTUNE,
+            deterministic=True,
+        )
+        return ds.prefetch(tf.data.AUTOTUNE)
+
+    if cfg.static_shapes:
+        raise ValueError("trainer config: bucketing.enabled and static_shapes exclude each other")
+    # Bucketing needs each element's length before batching: parse per record.
     ds = ds.map(
         lambda r: parse_group(r, max_query_length, max_doc_length),
         num_parallel_calls=tf.data.AUTOTUNE,
         deterministic=True,
     )
     ds = ds.map(lambda x: {k: x[k] for k in ("query", "docs", "labels")})
-
-    accum = cfg.grad_accumulation_steps
-    if cfg.static_shapes:
-        shapes = {
-            "query": [max_query_length],
-            "docs": [group_size, max_doc_length],
-            "labels": [None],
-        }
-    else:
-        shapes = {"query": [None], "docs": [None, None], "labels": [None]}
-    if cfg.bucketing.enabled:
-        if cfg.static_shapes:
-            raise ValueError(
-                "trainer config: bucketing.enabled and static_shapes exclude each other"
-            )
-        replicas = input_context.num_replicas_in_sync if input_context else 1
-        budget = max(1, cfg.bucketing.token_budget // replicas)
-        # An element's length counts the query at its maximum: queries are short, and the
-        # budget then bounds the padded batch strictly (b * n * (Lq_pad + Ld_pad) <= budget).
-        longest = max_query_length + max_doc_length
-        bounds = bucket_boundaries(
-            longest + 1,
-            max_query_length + cfg.bucketing.min_length,
-            cfg.bucketing.length_factor,
-        )
-        uppers = [b - 1 for b in bounds] + [longest]  # longest length each bucket can hold
-        sizes = [max(1, budget // (u * group_size)) * accum for u in uppers]
-        ds = ds.bucket_by_sequence_length(
-            lambda x: max_query_length + tf.shape(x["docs"])[1],
-            bucket_boundaries=bounds,
-            bucket_batch_sizes=sizes,
-            padded_shapes=shapes,
-            drop_remainder=True,
-        )
-    else:
-        ds = ds.padded_batch(per_replica_batch * accum, padded_shapes=shapes, drop_remainder=True)
+    shapes = {"query": [None], "docs": [None, None], "labels": [None]}
+    replicas = input_context.num_replicas_in_sync if input_context else 1
+    budget = max(1, cfg.bucketing.token_budget // replicas)
+    # An element's length counts the query at its maximum: queries are short, and the
+    # budget then bounds the padded batch strictly (b * n * (Lq_pad + Ld_pad) <= budget).
+    longest = max_query_length + max_doc_length
+    bounds = bucket_boundaries(
+        longest + 1,
+        max_query_length + cfg.bucketing.min_length,
+        cfg.bucketing.length_factor,
+    )
+    uppers = [b - 1 for b in bounds] + [longest]  # longest length each bucket can hold
+    sizes = [max(1, budget // (u * group_size)) * accum for u in uppers]
+    ds = ds.bucket_by_sequence_length(
+        lambda x: max_query_length + tf.shape(x["docs"])[1],
+        bucket_boundaries=bounds,
+        bucket_batch_sizes=sizes,
+        padded_shapes=shapes,
+        drop_remainder=True,
+    )
     return ds.prefetch(tf.data.AUTOTUNE)
 
 

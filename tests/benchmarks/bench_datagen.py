@@ -33,6 +33,7 @@ import dataclasses
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -327,6 +328,14 @@ def child_main(args: argparse.Namespace) -> None:
     spec = json.loads(args.child)
     collection, datagen = collection_configs(spec["collection"], spec.get("data_dir"))
     out_dir = Path(tempfile.mkdtemp(prefix=f"bench-{spec['mode']}-"))
+    try:
+        result = _child_run(spec, collection, datagen, out_dir)
+    finally:
+        shutil.rmtree(out_dir, ignore_errors=True)
+    print("RESULT " + json.dumps(result), flush=True)
+
+
+def _child_run(spec: dict, collection: dict, datagen: dict, out_dir: Path) -> dict:
     if spec["mode"] == "reference":
         result = run_reference(collection, datagen, out_dir)
     elif spec["mode"] == "tokenizers":
@@ -342,7 +351,7 @@ def child_main(args: argparse.Namespace) -> None:
         result = run_beam(collection, datagen, int(spec["mode"][5:-1]), out_dir)
         if spec.get("keep_vocab"):
             Path(spec["keep_vocab"]).write_text(Path(result["vocab"]).read_text())
-    print("RESULT " + json.dumps(result), flush=True)
+    return result
 
 
 # ------------------------------------------------------------------------------------------
@@ -446,6 +455,7 @@ def main() -> None:
             spec = {"collection": name, "data_dir": data_dir, "mode": "tokenizers"}
             tok_rows[name] = run_child({**spec, "vocab": vocab_copy})
     print_tables(rows, tok_rows)
+    shutil.rmtree(work, ignore_errors=True)
 
 
 def print_tables(rows: dict[tuple[str, str], list[dict]], tok_rows: dict[str, dict]) -> None:

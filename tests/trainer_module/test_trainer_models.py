@@ -39,3 +39,18 @@ def test_embedding_file_initialises_known_tokens(tmp_path):
     np.testing.assert_array_equal(table[6], [0.5, -1.0, 2.0])
     np.testing.assert_array_equal(table[0], [0.0, 0.0, 0.0])  # [PAD] stays zero
     assert np.abs(table[5]).max() < 1.0  # not in the file (wrong size): random init
+
+
+def test_transformer_takes_cls_and_sep_from_the_vocabulary():
+    """A BERT-style vocab.txt ([CLS]=101, [SEP]=102) is framed with its own ids, not 2/3."""
+    bert_vocab = ["[PAD]"] + [f"[unused{i}]" for i in range(99)] + ["[UNK]", "[CLS]", "[SEP]"]
+    bert_vocab += [f"w{i}" for i in range(20)]
+    cfg = trainer_testdata.small_config(model="transformer")
+    model = build_model(cfg, len(bert_vocab), 8, 16, vocab=bert_vocab)
+    assert (model.cls_id, model.sep_id) == (101, 102)
+    learned = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "w0"]
+    assert (build_model(cfg, 70, 8, 16, vocab=learned).cls_id) == 2
+    with pytest.raises(ValueError, match=r"transformer: the vocabulary has no \[CLS\]"):
+        build_model(cfg, 70, 8, 16, vocab=["[PAD]", "[SEP]", "w0"])
+    with pytest.raises(ValueError, match=r"\[PAD\] must be id 0"):
+        build_model(cfg, 70, 8, 16, vocab=["[CLS]", "[PAD]", "[SEP]"])

@@ -51,16 +51,21 @@ def parse_safetensors(data: bytes, source: str = "<bytes>") -> dict[str, np.ndar
         header = json.loads(data[8 : 8 + header_len].decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ValueError(f"{source}: unreadable safetensors header: {e}") from None
+    if not isinstance(header, dict):
+        raise ValueError(f"{source}: the safetensors header is not a JSON object")
     body = memoryview(data)[8 + header_len :]
     tensors = {}
     for name, spec in header.items():
         if name == "__metadata__":
             continue
-        dtype = _DTYPES.get(spec.get("dtype"))
+        try:
+            dtype = _DTYPES.get(spec["dtype"])
+            shape = [int(d) for d in spec["shape"]]
+            begin, end = (int(x) for x in spec["data_offsets"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"{source}: tensor {name}: malformed header entry ({e!r})") from None
         if dtype is None:
-            raise ValueError(f"{source}: tensor {name}: unsupported dtype {spec.get('dtype')!r}")
-        shape = [int(d) for d in spec["shape"]]
-        begin, end = (int(x) for x in spec["data_offsets"])
+            raise ValueError(f"{source}: tensor {name}: unsupported dtype {spec['dtype']!r}")
         size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
         if not 0 <= begin <= end <= len(body) or end - begin != size:
             raise ValueError(

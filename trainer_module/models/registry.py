@@ -16,7 +16,7 @@ from trainer_module.models.bert import build_bert
 from trainer_module.models.conv_knrm import ConvKnrm
 from trainer_module.models.embeddings import embedding_initializer
 from trainer_module.models.knrm import Knrm
-from trainer_module.models.transformer import TransformerCrossEncoder
+from trainer_module.models.transformer import TransformerCrossEncoder, special_token_ids
 
 Builder = Callable[[TrainerConfig, int, list[str] | None, int, int], keras.Model]
 
@@ -37,7 +37,10 @@ def _transformer(cfg: TrainerConfig, vocab_size: int, vocab: list[str] | None, l
             f"trainer config: transformer.max_position={cfg.transformer.max_position} is below "
             f"max_query_length + max_doc_length + 3 = {lq + ld + 3}"
         )
-    return TransformerCrossEncoder(vocab_size, cfg.transformer, cfg.seed, name="transformer")
+    cls_id, sep_id = special_token_ids(vocab)
+    return TransformerCrossEncoder(
+        vocab_size, cfg.transformer, cfg.seed, cls_id, sep_id, name="transformer"
+    )
 
 
 def _bert(cfg: TrainerConfig, vocab_size: int, vocab: list[str] | None, lq: int, ld: int):

@@ -7,7 +7,23 @@ import tf_keras as keras
 
 from trainer_module.config import TransformerConfig
 
+# Ids of the datagen's reserved tokens ([PAD], [UNK], [CLS], [SEP], [MASK]) in a learned
+# vocabulary; a given vocabulary (e.g. a BERT vocab.txt) is looked up instead.
 CLS_ID, SEP_ID = 2, 3
+
+
+def special_token_ids(vocab: list[str] | None) -> tuple[int, int]:
+    """([CLS], [SEP]) ids in `vocab`; padding must be id 0, as the model masks id 0 out."""
+    if vocab is None:
+        return CLS_ID, SEP_ID
+    missing = [t for t in ("[PAD]", "[CLS]", "[SEP]") if t not in vocab]
+    if missing:
+        raise ValueError(f"transformer: the vocabulary has no {', '.join(missing)} token")
+    if vocab.index("[PAD]") != 0:
+        raise ValueError(
+            f"transformer: [PAD] must be id 0 in the vocabulary, is {vocab.index('[PAD]')}"
+        )
+    return vocab.index("[CLS]"), vocab.index("[SEP]")
 
 
 class GeneratorDropout(keras.layers.Layer):
@@ -51,8 +67,17 @@ class EncoderLayer(keras.layers.Layer):
 
 
 class TransformerCrossEncoder(keras.Model):
-    def __init__(self, vocab_size: int, cfg: TransformerConfig, seed: int, **kwargs):
+    def __init__(
+        self,
+        vocab_size: int,
+        cfg: TransformerConfig,
+        seed: int,
+        cls_id: int = CLS_ID,
+        sep_id: int = SEP_ID,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
+        self.cls_id, self.sep_id = cls_id, sep_id
         self.rng = tf.random.Generator.from_seed(seed)
         init = keras.initializers.TruncatedNormal(stddev=0.02)
         self.word_embeddings = keras.layers.Embedding(
@@ -78,8 +103,8 @@ class TransformerCrossEncoder(keras.Model):
     def call(self, inputs: tuple[tf.Tensor, tf.Tensor], training: bool = False) -> tf.Tensor:
         query, doc = inputs
         batch = tf.shape(query)[0]
-        cls = tf.fill([batch, 1], tf.constant(CLS_ID, query.dtype))
-        sep = tf.fill([batch, 1], tf.constant(SEP_ID, query.dtype))
+        cls = tf.fill([batch, 1], tf.constant(self.cls_id, query.dtype))
+        sep = tf.fill([batch, 1], tf.constant(self.sep_id, query.dtype))
         # Pads stay in the middle of the sequence; masking them out of attention and numbering
         # positions by the count of real tokens makes scores independent of batch padding.
         tokens = tf.concat([cls, query, sep, doc, sep], axis=1)

@@ -1,7 +1,8 @@
 """Session-scoped RankingDataGen runs on real data, shared by the test modules here.
 
-A LocalDagRunner run costs ~30 s on Cranfield, so each distinct run happens once per session
-(at most six in all, see datagen_testlib.py).
+A LocalDagRunner run costs ~30 s on Cranfield (in a child process, see
+datagen_testlib.run_pipeline), so each distinct run happens once per session, at most seven in
+all.
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 
 Two ways to run the component:
   * `run_pipeline`: a one-component TFX pipeline on LocalDagRunner (SQLite MLMD), as in
-    production. Expensive (~30 s on Cranfield): the real-data runs are session-scoped fixtures
-    shared by all test modules, and there are at most six of them.
+    production, in a child process (so its memory is returned when it ends). Expensive (~30 s
+    on Cranfield): the real-data runs are session-scoped or module-scoped fixtures shared by
+    the tests, six successful runs and one that fails at once.
   * `run_executor`: the executor's Do() on hand-made artifacts, for the many small bad-input
     cases on tiny collections (seconds each, most fail before the first Beam pipeline).
 """
@@ -13,6 +14,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +24,7 @@ import tensorflow as tf
 
 from pipelines.config import CollectionConfig, DatagenConfig, load_config
 
+REPO_ROOT = Path(__file__).resolve().parents[3]
 IN_MEMORY = ["--direct_running_mode=in_memory"]
 OUTPUT_KEYS = ("examples", "transform_graph", "vocabulary", "qrels", "first_stage_run", "summary")
 SPLITS = ("train", "dev", "test")
@@ -62,26 +66,82 @@ def feature(example: tf.train.Example, name: str) -> list:
     return [v.decode() for v in values] if kind == "bytes_list" else values
 
 
+class PipelineRunError(Exception):
+    """A LocalDagRunner run in the child process failed with `type_name`: `message`."""
+
+    def __init__(self, type_name: str, message: str):
+        super().__init__(f"{type_name}: {message}")
+        self.type_name = type_name
+        self.message = message
+
+
 def run_pipeline(
-    root: Path, collection: dict, datagen: dict, beam_args: list[str] | None = None
+    root: Path,
+    collection: dict,
+    datagen: dict,
+    beam_args: list[str] | None = None,
+    forbid_vocab_learning: bool = False,
 ) -> Outputs:
-    """Runs RankingDataGen alone on LocalDagRunner; returns its published artifacts."""
+    """Runs RankingDataGen alone on LocalDagRunner (in-memory Beam) in a child Python process;
+    returns its published artifacts.
+
+    A child, because a run leaves ~0.6 GB of TensorFlow / Beam / tf.Transform state behind in
+    its process: in the test process it would stay for the rest of the suite (the whole suite
+    runs in one pytest process in CI). `forbid_vocab_learning` makes the vocabulary learner
+    raise in the child, to prove a given vocab_file skips it.
+    """
+    root.mkdir(parents=True, exist_ok=True)
+    spec = {
+        "root": str(root),
+        "collection": collection,
+        "datagen": datagen,
+        "beam_args": beam_args or IN_MEMORY,
+        "forbid_vocab_learning": forbid_vocab_learning,
+    }
+    (root / "spec.json").write_text(json.dumps(spec))
+    result_path = root / "result.json"
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    proc = subprocess.run(
+        [sys.executable, __file__, str(root / "spec.json")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
+    if not result_path.exists():
+        raise RuntimeError(f"pipeline child exited with {proc.returncode}:\n{proc.stderr[-5000:]}")
+    result = json.loads(result_path.read_text())
+    if "error_type" in result:
+        raise PipelineRunError(result["error_type"], result["error"])
+    return Outputs(result["uris"], result["split_names"])
+
+
+def _run_pipeline_here(spec: dict) -> dict:
+    """The child's side of run_pipeline."""
     from ml_metadata.metadata_store import metadata_store
     from tfx import v1 as tfx
 
+    from components.ranking_datagen import tokenization
     from components.ranking_datagen.component import RankingDataGen
 
-    root.mkdir(parents=True, exist_ok=True)
+    if spec["forbid_vocab_learning"]:
+
+        def no_learning(*args: Any, **kwargs: Any) -> list[str]:
+            raise AssertionError("a given vocab_file must skip vocabulary learning")
+
+        tokenization.learn_wordpiece_vocab = no_learning  # in-memory Beam runs in this process
+    root = Path(spec["root"])
     connection = tfx.orchestration.metadata.sqlite_metadata_connection_config(
         str(root / "mlmd.sqlite")
     )
     pipeline = tfx.dsl.Pipeline(
         pipeline_name="datagen-test",
         pipeline_root=str(root),
-        components=[RankingDataGen(collection=collection, datagen=datagen)],
+        components=[RankingDataGen(collection=spec["collection"], datagen=spec["datagen"])],
         enable_cache=False,
         metadata_connection_config=connection,
-        beam_pipeline_args=beam_args or IN_MEMORY,
+        beam_pipeline_args=spec["beam_args"],
     )
     tfx.orchestration.LocalDagRunner().run(pipeline)
     store = metadata_store.MetadataStore(connection)
@@ -95,7 +155,7 @@ def run_pipeline(
         if name == "Examples":
             split_names = artifact.properties["split_names"].string_value
     assert sorted(uris) == sorted(OUTPUT_KEYS)
-    return Outputs(uris, split_names)
+    return {"uris": uris, "split_names": split_names}
 
 
 def make_output_dict(root: Path) -> dict[str, list]:
@@ -317,3 +377,13 @@ CRANFIELD_OVERRIDES = ("datagen.sampling.samples_per_query=8", "datagen.num_shar
 
 def cranfield_config(*overrides: str) -> tuple[dict, dict]:
     return named_config("cranfield", *overrides)
+
+
+if __name__ == "__main__":  # the child process of run_pipeline
+    _spec_path = Path(sys.argv[1])
+    _spec = json.loads(_spec_path.read_text())
+    try:
+        _result = _run_pipeline_here(_spec)
+    except Exception as e:  # reported to the parent, which raises PipelineRunError
+        _result = {"error_type": type(e).__name__, "error": str(e)}
+    (_spec_path.parent / "result.json").write_text(json.dumps(_result))
