@@ -11,9 +11,10 @@ For demos only: tests of real behaviour use the collections in ../shared/data.
 from __future__ import annotations
 
 import json
-import os
 import random
 from pathlib import Path
+
+from components.file_io import write_text_atomic
 
 _SYLLABLES = "ka lo mi re su ta ne vo pi da ru so fe li go ma ze tu ni bo".split()
 
@@ -66,17 +67,12 @@ def generate(
         "queries": str(out / "queries.jsonl"),
         "qrels": str(out / "qrels.txt"),
     }
-    _write(
+    write_text_atomic(
         paths["documents"],
         "".join(json.dumps({"_id": d, "title": "", "text": t}) + "\n" for d, _, t in docs),
     )
-    _write(paths["queries"], "".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in queries))
-    _write(paths["qrels"], "".join(f"{q} 0 {d} {g}\n" for q, d, g in qrels))
+    write_text_atomic(
+        paths["queries"], "".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in queries)
+    )
+    write_text_atomic(paths["qrels"], "".join(f"{q} 0 {d} {g}\n" for q, d, g in qrels))
     return paths
-
-
-def _write(path: str, text: str) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)

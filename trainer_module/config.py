@@ -7,9 +7,10 @@ Plain dataclasses only (no framework types) so the pipeline config can embed, se
 from __future__ import annotations
 
 import dataclasses
-import typing
 from dataclasses import dataclass, field
 from typing import Any
+
+from pipelines import config_loader
 
 MODELS = ("knrm", "conv_knrm", "transformer", "bert")
 LOSSES = ("pairwise_hinge", "pairwise_logistic", "pointwise_sigmoid", "listwise_softmax")
@@ -249,22 +250,6 @@ class TrainerConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> TrainerConfig:
-        return _build(cls, data or {}, "")
-
-
-def _build(cls: type, data: dict[str, Any], prefix: str) -> Any:
-    """Builds a (nested) dataclass from a dict, rejecting unknown keys by name."""
-    if not isinstance(data, dict):
-        raise ValueError(f"trainer config: {prefix.rstrip('.') or 'trainer'} must be a mapping")
-    hints = typing.get_type_hints(cls)
-    fields = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - fields)
-    if unknown:
-        raise ValueError(f"trainer config: unknown key(s) {[prefix + k for k in unknown]}")
-    kwargs = {}
-    for name, value in data.items():
-        hint = hints[name]
-        if dataclasses.is_dataclass(hint) and isinstance(value, dict):
-            value = _build(hint, value, f"{prefix}{name}.")
-        kwargs[name] = value
-    return cls(**kwargs)
+        """Strict build (unknown keys, wrong types and impossible values name the key), with
+        the same loader as the pipeline YAML."""
+        return config_loader.build(cls, data, "trainer config")

@@ -227,8 +227,8 @@ DOCUMENT_BATCH = 1024
 
 
 class _ReadDocumentFile(beam.DoFn):
-    """(file index, path) -> batches of (docid, text, file index); bad records one by one to a
-    tagged output.
+    """(file index, path) -> batches of (docid, text, file index, start line); bad records one
+    by one to a tagged output.
 
     Under "fail" the first bad record raises BadRecordError; either way each one is counted in
     `rankpipe/bad_records_documents`, and every good one in `rankpipe/documents`.
@@ -245,15 +245,16 @@ class _ReadDocumentFile(beam.DoFn):
 
     def process(self, element: tuple[int, str]):
         index, path = element
-        batch: list[tuple[str, str, int]] = []
-        for item in self._reader.read_with_errors(path):
+        batch: list[tuple[str, str, int, int]] = []
+        for item in self._reader.read_with_lines(path):
             if isinstance(item, BadRecord):
                 self._bad.inc()
                 if self._policy == "fail":
                     raise BadRecordError(item)
                 yield beam.pvalue.TaggedOutput(readers.BAD_RECORDS_TAG, item)
                 continue
-            batch.append((item.docid, item.text, index))
+            line, doc = item
+            batch.append((doc.docid, doc.text, index, line))
             if len(batch) == self._batch_size:
                 self._docs.inc(len(batch))
                 yield batch
@@ -264,7 +265,8 @@ class _ReadDocumentFile(beam.DoFn):
 
 
 class ReadDocuments(beam.PTransform):
-    """Document files -> {"batches": lists of (docid, text, file index), "bad": BadRecord}.
+    """Document files -> {"batches": lists of (docid, text, file index, start line),
+    "bad": BadRecord}.
 
     With `spread`, batches are reshuffled after reading so that the work downstream spreads over
     all workers even when the collection is a single file (one file = one task).

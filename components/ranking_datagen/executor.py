@@ -215,12 +215,14 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         """Collection-level checks, then candidates, splits and the sampled groups."""
         report.add_counted(readers.DOCUMENTS, cp.bad_documents, cp.bad_document_examples)
         paths = collection_io.expand_paths(coll["documents"])
-        for docid, indexes in sorted(cp.duplicates.items()):
-            problem = (
-                f"duplicate docid {docid!r} (also in {paths[indexes[0]]}; the first file's "
-                "copy is kept)"
-            )
-            report.add(readers.DOCUMENTS, BadRecord(paths[indexes[1]], 0, problem))
+        for docid, copies in sorted(cp.duplicates.items()):
+            (first_file, first_line), *others = copies
+            for file_index, line in others:
+                problem = (
+                    f"duplicate docid {docid!r} (first seen at {paths[first_file]}:{first_line};"
+                    " that copy is kept)"
+                )
+                report.add(readers.DOCUMENTS, BadRecord(paths[file_index], line, problem))
         collection_io.check_qrels(inputs.judgments, inputs.queries, cp.found_docids, report)
         qrels = inputs.judgments.qrels
         if inputs.run is not None:

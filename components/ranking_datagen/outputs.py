@@ -13,6 +13,8 @@ from typing import Any
 
 import tensorflow as tf
 
+from components.file_io import write_text_atomic
+
 SUMMARY_JSON = "summary.json"
 SUMMARY_MD = "summary.md"
 
@@ -25,12 +27,6 @@ def split_dir(examples_dir: str, split: str) -> str:
     return os.path.join(examples_dir, f"Split-{split}")
 
 
-def write_text(path: str, text: str) -> None:
-    tf.io.gfile.makedirs(os.path.dirname(path))
-    with tf.io.gfile.GFile(path, "w") as f:
-        f.write(text)
-
-
 def write_run(path: str, ranked: dict[str, list[tuple[str, float, int]]], run_id: str) -> None:
     """TREC run, ranks 1..n in trec_eval order. Scores keep full precision (repr): rounding
     could create ties that trec_eval would break differently from our ranks."""
@@ -39,7 +35,7 @@ def write_run(path: str, ranked: dict[str, list[tuple[str, float, int]]], run_id
         for qid in sorted(ranked)
         for docid, score, rank in ranked[qid]
     ]
-    write_text(path, "".join(lines))
+    write_text_atomic(path, "".join(lines))
 
 
 def write_qrels(path: str, qrels: dict[str, dict[str, int]]) -> None:
@@ -48,7 +44,7 @@ def write_qrels(path: str, qrels: dict[str, dict[str, int]]) -> None:
         for qid in sorted(qrels)
         for docid, rel in sorted(qrels[qid].items())
     ]
-    write_text(path, "".join(lines))
+    write_text_atomic(path, "".join(lines))
 
 
 def complete_shards(examples_dir: str, num_shards: dict[str, int]) -> None:
@@ -112,5 +108,5 @@ def summary_markdown(summary: dict[str, Any]) -> str:
 
 
 def write_summary(summary_dir: str, summary: dict[str, Any]) -> None:
-    write_text(os.path.join(summary_dir, SUMMARY_JSON), json.dumps(summary, indent=2) + "\n")
-    write_text(os.path.join(summary_dir, SUMMARY_MD), summary_markdown(summary))
+    write_text_atomic(os.path.join(summary_dir, SUMMARY_JSON), json.dumps(summary, indent=2) + "\n")
+    write_text_atomic(os.path.join(summary_dir, SUMMARY_MD), summary_markdown(summary))

@@ -17,10 +17,10 @@ from typing import Any, NamedTuple
 import apache_beam as beam
 import tensorflow as tf
 
+from components.file_io import write_text_atomic
 from components.ranking_datagen import (
     beam_transforms,
     candidates,
-    outputs,
     readers,
     sampling,
     tokenization,
@@ -49,7 +49,7 @@ def _batched(items: list, size: int = collection_io.DOCUMENT_BATCH) -> list[list
 
 
 def _write_json(value: Any, path: str) -> None:
-    outputs.write_text(path, json.dumps(value))
+    write_text_atomic(path, json.dumps(value))
 
 
 def _read_json(path: str) -> Any:
@@ -135,7 +135,7 @@ class _SingleProcessStep(beam.DoFn):
         if name == "vocab":
             (counts,) = values
             vocab = beam_transforms.learn_vocabulary(counts, self._cfg["vocab"]["size"])
-            outputs.write_text(self._vocab_path, "".join(t + "\n" for t in vocab))
+            write_text_atomic(self._vocab_path, "".join(t + "\n" for t in vocab))
         else:
             bm25 = self._cfg["bm25"]
             run = candidates.bm25_run(
@@ -154,7 +154,8 @@ class CollectionPass(NamedTuple):
     found_docids: set[str]  # the asked-for docids (and BM25 candidates) found in the corpus
     bad_documents: int
     bad_document_examples: list[BadRecord]
-    duplicates: dict[str, list[int]]  # docid -> indexes of the files holding it (>1 file)
+    # docid -> [file index, start line] of each copy, in file order (only across 2+ files)
+    duplicates: dict[str, list[list[int]]]
     bm25: dict[str, dict[str, float]] | None
     # JSON-lines files of [docid, text, file index]: the documents pass 2 may need.
     text_files: list[str]
@@ -212,7 +213,7 @@ def collection_pass(
             # The readers check duplicates within a file; across files it takes a shuffle.
             _ = (
                 batches
-                | "IdFile" >> beam.FlatMap(lambda batch: [(d[0], d[2]) for d in batch])
+                | "IdFile" >> beam.FlatMap(lambda batch: [(d[0], (d[2], d[3])) for d in batch])
                 | "GroupIds" >> beam.GroupByKey()
                 | "Repeated" >> beam.Filter(lambda kv: len(kv[1]) > 1)
                 | "SortFiles" >> beam.Map(lambda kv: (kv[0], sorted(kv[1])))
@@ -280,7 +281,7 @@ def encoding_pass(
     queries: dict[str, str],
     groups: list[sampling.Group],
     text_files: list[str],
-    duplicates: dict[str, list[int]],
+    duplicates: dict[str, list[list[int]]],
     vocab_path: str,
     vocab: list[str],
     num_shards: dict[str, int],
@@ -293,7 +294,7 @@ def encoding_pass(
     pass_dir = os.path.join(work_dir, "pass2")
     # Only the texts the examples use are encoded: on a large corpus with few queries that is
     # a small part of it. A duplicated docid keeps the copy of the first file.
-    keep_file = {docid: indexes[0] for docid, indexes in duplicates.items()}
+    keep_file = {docid: copies[0][0] for docid, copies in duplicates.items()}
     wanted = {(d, keep_file.get(d)) for g in groups for d in g.docids}  # (docid, file | None)
     wanted_path = write_pickle(os.path.join(pass_dir, "wanted.pkl"), wanted)
     query_texts = sorted({("q:" + g.qid, queries[g.qid]) for g in groups})

@@ -28,6 +28,7 @@ from tfx.types import artifact_utils
 from tfx.utils import io_utils, path_utils
 
 from components import artifacts
+from components.file_io import write_text_atomic
 from components.ranking_evaluator import blessing, report, scoring, significance, trec_eval
 
 BLESSED_FILE, NOT_BLESSED_FILE = "BLESSED", "NOT_BLESSED"
@@ -38,13 +39,6 @@ RUN_FILES = {
     "baseline": "baseline.run",
     "first_stage": "first_stage.run",
 }
-
-
-def _write(path: str, text: str) -> None:
-    tmp = path + ".tmp"
-    with tf.io.gfile.GFile(tmp, "w") as f:
-        f.write(text)
-    tf.io.gfile.rename(tmp, path, overwrite=True)
 
 
 def write_trec_run(path: str, run: dict[str, dict[str, float]], run_id: str) -> None:
@@ -61,7 +55,7 @@ def write_trec_run(path: str, run: dict[str, dict[str, float]], run_id: str) -> 
             f"{qid} Q0 {docid} {rank} {docs[docid]!r} {run_id}\n"
             for rank, docid in enumerate(trec_eval.rank_documents(docs), 1)
         )
-    _write(path, "".join(lines))
+    write_text_atomic(path, "".join(lines))
 
 
 def _local_copy(path: str, local_dir: str) -> str:
@@ -246,9 +240,9 @@ class Executor(base_beam_executor.BaseBeamExecutor):
             "seconds": round(time.time() - start, 1),
         }
         html = report.html(metrics)
-        _write(os.path.join(evaluation.uri, METRICS_FILE), json.dumps(metrics, indent=2))
-        _write(os.path.join(evaluation.uri, "report.md"), report.markdown(metrics))
-        _write(os.path.join(evaluation.uri, "report.html"), html)
+        write_text_atomic(os.path.join(evaluation.uri, METRICS_FILE), json.dumps(metrics, indent=2))
+        write_text_atomic(os.path.join(evaluation.uri, "report.md"), report.markdown(metrics))
+        write_text_atomic(os.path.join(evaluation.uri, "report.html"), html)
         if report_artifact is not None:
             report_artifact.value = html  # one file at the URI: what the KFP UI renders
         # Headline numbers on the artifact itself, for MLMD queries and the KFP artifact view.
@@ -258,7 +252,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
             evaluation.set_float_custom_property(f"{name}_{main}", values[main])
 
         # Standard ModelBlessing contract: Pusher and the LatestBlessedModel resolver read these.
-        _write(
+        write_text_atomic(
             os.path.join(
                 blessing_artifact.uri, BLESSED_FILE if decision.blessed else NOT_BLESSED_FILE
             ),

@@ -808,8 +808,12 @@ def test_duplicate_docid_across_files(tmp_path: Path) -> None:
     paths, first, second = _two_document_files(tmp_path)
     with pytest.raises(BadRecordError) as err:
         run_executor(tmp_path / "fail", *tiny_configs(paths))
+    first_lines = Path(first).read_text().splitlines()
+    first_line = 1 + next(i for i, line in enumerate(first_lines) if line.startswith("d5\t"))
+    second_line = len(Path(second).read_text().splitlines())  # appended last
     assert str(err.value) == (
-        f"{second}:0: duplicate docid 'd5' (also in {first}; the first file's copy is kept)"
+        f"{second}:{second_line}: duplicate docid 'd5' (first seen at {first}:{first_line}; "
+        "that copy is kept)"
     )
     assert leftover_files(tmp_path / "fail") == []
     out = run_executor(tmp_path / "skip", *tiny_configs(paths, policy="skip"))
