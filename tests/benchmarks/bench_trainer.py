@@ -14,8 +14,9 @@ Sections (each reports the peak RSS during it; the peak is reset at its start, t
 process holds then, reported as rss_at_start_mb):
   1. our loop (Controller.train) vs Keras model.fit: the same RankingTask.train_step, model,
      optimizer and batches (the warmup losses are compared); steps/s after warmup, alternating
-     timed windows, medians. `cpu_ratio` compares CPU seconds per step instead of wall time
-     (steadier on a shared machine).
+     timed windows in ABBA order, medians. `cpu_ratio` compares CPU seconds per step instead
+     of wall time (steadier on a shared machine); `step_fn_cpu_ratio` times the two compiled
+     step functions alone, back to back (no window start-up, no new iterators).
   2. TFRecord-fed vs in-memory input: the loop fed by the real tf.data pipeline vs by the same
      batches cached in memory beforehand.
   3. length-bucketed vs pad-to-max (static_shapes) batching at the same padded-token budget:
@@ -311,18 +312,44 @@ def loop_vs_fit(data: Data, name: str, warmup: int, steps: int, repeats: int, tm
 
     loop_rates, fit_rates, loop_cpu, fit_cpu = [], [], [], []
     done = warmup
-    for _ in range(repeats):  # alternate windows: machine noise hits both alike
-        w0, c0 = clock()
+
+    def run_loop() -> None:
+        nonlocal done
+        w0, c0 = clock()  # a train() call's own start-up (restore, writers) is ~2 ms
         ours.train(stop_at=done + steps)
         w1, c1 = clock()
         loop_rates.append(steps / (w1 - w0))
         loop_cpu.append((c1 - c0) / steps)
         done += steps
+
+    def run_fit() -> None:
         timer = WindowTimer(skip=2)  # a new fit iterator refills the shuffle buffer first
         adapter.fit(ds, steps_per_epoch=steps + 2, epochs=1, verbose=0, callbacks=[timer])
         fit_rates.append(steps / timer.seconds)
         fit_cpu.append(timer.cpu / steps)
+
+    # Alternating windows in ABBA order: machine noise and drift hit both alike.
+    for r in range(repeats):
+        for run in (run_loop, run_fit) if r % 2 == 0 else (run_fit, run_loop):
+            run()
     loop, fit = statistics.median(loop_rates), statistics.median(fit_rates)
+
+    # The compiled step functions alone, called back to back in ABBA blocks with one host sync
+    # per step each: what the windows above measure, minus window start-up and iterator
+    # creation (a check that any gap above is noise, not a cost of the loop's step).
+    fit_fn, fit_it = adapter.make_train_function(), iter(ds)
+    step_cpu: dict[str, list[float]] = {"loop": [], "fit": []}
+    calls = {
+        "loop": lambda: float(ours._train_fn(ours.iterator)["loss"]),
+        "fit": lambda: float(fit_fn(fit_it)["loss"]),
+    }
+    calls["fit"]()  # the new iterator's shuffle buffer fills here, untimed
+    for r in range(repeats):
+        for key in ("loop", "fit") if r % 2 == 0 else ("fit", "loop"):
+            c0 = time.process_time()
+            for _ in range(steps):
+                calls[key]()
+            step_cpu[key].append((time.process_time() - c0) / steps)
     return {
         "model": name,
         "batch": cfg.batch_size,
@@ -330,6 +357,8 @@ def loop_vs_fit(data: Data, name: str, warmup: int, steps: int, repeats: int, tm
         "fit_steps_per_s": fit,
         "ratio": loop / fit,
         "cpu_ratio": statistics.median(fit_cpu) / statistics.median(loop_cpu),
+        "step_fn_cpu_ratio": statistics.median(step_cpu["fit"])
+        / statistics.median(step_cpu["loop"]),
         "loop_range": f"{min(loop_rates):.2f}-{max(loop_rates):.2f}",
         "fit_range": f"{min(fit_rates):.2f}-{max(fit_rates):.2f}",
         "same_losses": same,
@@ -756,6 +785,7 @@ def main() -> int:
             row = loop_vs_fit(data, name, args.warmup, args.loop_steps, args.repeats, tmp)
             rows.append({**row, "rss_at_start_mb": start, "peak_rss_mb": peak_rss_mb()})
         cols = ["model", "batch", "loop_steps_per_s", "fit_steps_per_s", "ratio", "cpu_ratio"]
+        cols += ["step_fn_cpu_ratio"]
         cols += ["loop_range", "fit_range", "same_losses", "windows"]
         print(table(rows, cols + ["rss_at_start_mb", "peak_rss_mb"]))
         results["loop_vs_fit"] = rows
