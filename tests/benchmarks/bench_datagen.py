@@ -45,6 +45,7 @@ from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT))
+sys.path.insert(0, str(REPO_ROOT / "tests" / "components" / "ranking_datagen"))
 SHARED = Path(os.environ.get("RANKPIPE_SHARED_DATA", REPO_ROOT.parent / "shared" / "data"))
 MODES = ("beam-1w", "beam-2w", "reference")
 
@@ -122,25 +123,11 @@ def collection_configs(name: str, data_dir: str | None) -> tuple[dict, dict]:
 
 
 def run_beam(collection: dict, datagen: dict, workers: int, out_dir: Path) -> dict:
-    from tfx.types import standard_artifacts
+    from datagen_testlib import make_output_dict  # tests/components/ranking_datagen
 
-    from components import artifacts
     from components.ranking_datagen.executor import Executor
 
-    types = {
-        "examples": standard_artifacts.Examples,
-        "transform_graph": standard_artifacts.TransformGraph,
-        "vocabulary": artifacts.Vocabulary,
-        "qrels": artifacts.Qrels,
-        "first_stage_run": artifacts.TrecRun,
-        "summary": artifacts.DatagenSummary,
-    }
-    output_dict = {}
-    for key, cls in types.items():
-        artifact = cls()
-        artifact.uri = str(out_dir / key)
-        os.makedirs(artifact.uri)
-        output_dict[key] = [artifact]
+    output_dict = make_output_dict(out_dir)
     args = ["--direct_running_mode=multi_processing", f"--direct_num_workers={workers}"]
     context = Executor.Context(beam_pipeline_args=args, tmp_dir=str(out_dir / "tmp"), unique_id="1")
     props = {"collection": json.dumps(collection), "datagen": json.dumps(datagen)}

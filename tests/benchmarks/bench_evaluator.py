@@ -24,7 +24,6 @@ import dataclasses
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -37,8 +36,7 @@ import apache_beam as beam  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tensorflow_text  # noqa: E402, F401  (the model's tokenizer ops)
 from apache_beam.options.pipeline_options import PipelineOptions  # noqa: E402
-from ml_metadata import metadata_store  # noqa: E402
-from ml_metadata.proto import metadata_store_pb2  # noqa: E402
+from bench_common import readonly_store, run_cranfield_pipeline  # noqa: E402
 from tfx.dsl.components.base import base_beam_executor  # noqa: E402
 from tfx.types import artifact_utils, standard_artifacts  # noqa: E402
 
@@ -52,29 +50,16 @@ SPLIT = "test"
 
 
 def build_pipeline(outputs: Path, train_steps: int) -> Path:
-    root = outputs / "pipelines" / PIPELINE_NAME
-    argv = [
-        sys.executable, "-m", "pipelines.cli", "run", "cranfield",
-        "--set", f"runner.pipeline_name={PIPELINE_NAME}",
-        "--set", f"trainer.train_steps={train_steps}",
-        "--set", "runner.beam.direct_running_mode=in_memory",
-        "--set", "runner.beam.direct_num_workers=1",
-    ]  # fmt: skip
-    print(f"running the cranfield pipeline ({train_steps} train steps) under {outputs} ...")
-    t0 = time.perf_counter()
-    env = dict(os.environ, RANKPIPE_OUTPUTS=str(outputs))
-    proc = subprocess.run(argv, cwd=REPO_ROOT, env=env, capture_output=True, text=True)
-    if proc.returncode != 0:
-        sys.exit(f"pipeline failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
-    print(f"  done in {time.perf_counter() - t0:.0f}s")
-    return root
+    overrides = [
+        f"trainer.train_steps={train_steps}",
+        "runner.beam.direct_running_mode=in_memory",
+        "runner.beam.direct_num_workers=1",
+    ]
+    return run_cranfield_pipeline(outputs, PIPELINE_NAME, overrides)
 
 
 def latest_uris(pipeline_root: Path) -> dict[str, str]:
-    config = metadata_store_pb2.ConnectionConfig()
-    config.sqlite.filename_uri = str(pipeline_root / "metadata.sqlite")
-    config.sqlite.connection_mode = metadata_store_pb2.SqliteMetadataSourceConfig.READONLY
-    store = metadata_store.MetadataStore(config)
+    store = readonly_store(pipeline_root)
     out = {}
     for key, type_name in (
         ("model", "Model"),

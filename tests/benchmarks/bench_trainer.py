@@ -42,7 +42,6 @@ import importlib.util
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -56,8 +55,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tensorflow_text  # noqa: E402, F401  (the TransformGraph's tokenizer ops)
 import tf_keras as keras  # noqa: E402
-from ml_metadata import metadata_store  # noqa: E402
-from ml_metadata.proto import metadata_store_pb2  # noqa: E402
+from bench_common import readonly_store, run_cranfield_pipeline  # noqa: E402
 
 from components import artifacts  # noqa: E402
 from components.ranking_evaluator import trec_eval  # noqa: E402
@@ -120,30 +118,25 @@ def minilm_dir() -> Path | None:
     return path if (path / "model.safetensors").exists() else None
 
 
-def build_pipeline(outputs: Path, name: str, extra: list[str]) -> Path:
+def build_pipeline(outputs: Path, name: str, overrides: list[str]) -> Path:
     root = outputs / "pipelines" / name
     if (root / "metadata.sqlite").exists():
         print(f"reusing {root}")
         return root
-    argv = [
-        sys.executable, "-m", "pipelines.cli", "run", "cranfield",
-        "--set", f"runner.pipeline_name={name}", "--set", "trainer.train_steps=1", *extra,
-    ]  # fmt: skip
-    print(f"running the cranfield pipeline {name} under {outputs} ...", flush=True)
-    t0 = time.perf_counter()
-    env = dict(os.environ, RANKPIPE_OUTPUTS=str(outputs))
-    proc = subprocess.run(argv, cwd=REPO_ROOT, env=env, capture_output=True, text=True)
-    if proc.returncode != 0:
-        sys.exit(f"pipeline failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
-    print(f"  done in {time.perf_counter() - t0:.0f}s")
-    return root
+    return run_cranfield_pipeline(outputs, name, ["trainer.train_steps=1", *overrides])
+
+
+def minilm_pipeline(args: argparse.Namespace, outputs: Path, ckpt_dir: Path) -> Path:
+    """The cranfield pipeline with the MiniLM checkpoint's vocabulary (for model=bert)."""
+    return args.minilm_root or build_pipeline(
+        outputs,
+        MINILM_PIPELINE,
+        [f"datagen.vocab.vocab_file={ckpt_dir / 'vocab.txt'}", "datagen.vocab.lowercase=true"],
+    )
 
 
 def latest_uris(pipeline_root: Path) -> dict[str, str]:
-    config = metadata_store_pb2.ConnectionConfig()
-    config.sqlite.filename_uri = str(pipeline_root / "metadata.sqlite")
-    config.sqlite.connection_mode = metadata_store_pb2.SqliteMetadataSourceConfig.READONLY
-    store = metadata_store.MetadataStore(config)
+    store = readonly_store(pipeline_root)
     out = {}
     for key, type_name in (
         ("examples", "Examples"),
@@ -826,12 +819,7 @@ def main() -> int:
                 rows.append(train_and_rerank(data, name, int(steps[name]), args.rerank_depth, tmp))
                 print(table(rows[-1:], cols), flush=True)
         if ckpt_dir is not None:
-            extra = [
-                "--set", f"datagen.vocab.vocab_file={ckpt_dir / 'vocab.txt'}",
-                "--set", "datagen.vocab.lowercase=true",
-            ]  # fmt: skip
-            root = args.minilm_root or build_pipeline(outputs, MINILM_PIPELINE, extra)
-            minilm_data = Data(root)
+            minilm_data = Data(minilm_pipeline(args, outputs, ckpt_dir))
             checks = minilm_checks(minilm_data, ckpt_dir)
             results["minilm_checks"] = checks
             print(json.dumps(checks, indent=1, default=str), flush=True)
@@ -863,16 +851,9 @@ def main() -> int:
     elif ckpt_dir is None:
         print("skipped: MiniLM is not installed (make pretrained)")
     elif has_gpu or args.gpu_section_on_cpu:
-        root = args.minilm_root or build_pipeline(
-            outputs,
-            MINILM_PIPELINE,
-            [
-                "--set", f"datagen.vocab.vocab_file={ckpt_dir / 'vocab.txt'}",
-                "--set", "datagen.vocab.lowercase=true",
-            ],
-        )  # fmt: skip
         batch, steps = (args.gpu_batch, args.gpu_steps) if has_gpu else (2, 3)
-        row = gpu_minilm(Data(root), ckpt_dir, batch, args.warmup, steps, args.peak_tflops, tmp)
+        minilm_data = Data(minilm_pipeline(args, outputs, ckpt_dir))
+        row = gpu_minilm(minilm_data, ckpt_dir, batch, args.warmup, steps, args.peak_tflops, tmp)
         cols = ["device", "batch", "seq", "steps", "train_pairs_per_s", "model_tflops_per_s"]
         print(table([row], cols + ["mfu", "peak_device_mb"]))
         results["gpu_minilm"] = row

@@ -21,7 +21,7 @@ import tf_keras as keras
 from trainer_module.config import BertConfig
 from trainer_module.models import hf_checkpoint
 from trainer_module.models.hf_checkpoint import BertArchitecture, BertCheckpoint
-from trainer_module.models.transformer import GeneratorDropout
+from trainer_module.models.transformer import GeneratorDropout, frame_pair
 
 _MASKED = -1e9  # added to attention logits of [PAD] keys (float32 softmax: exp -> exactly 0)
 _POOLER = "pooler.dense"
@@ -265,17 +265,7 @@ class BertCrossEncoder(keras.Model):
     ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         """Hidden states [B, L, H], real-token mask [B, L] and [CLS] vector [B, H] (pooled by
         the checkpoint's pooler if any) of [CLS] q [SEP] d [SEP]."""
-        batch = tf.shape(query)[0]
-        cls = tf.fill([batch, 1], tf.constant(self.cls_id, query.dtype))
-        sep = tf.fill([batch, 1], tf.constant(self.sep_id, query.dtype))
-        # Pads stay inside the sequence: masked out of attention, and positions count real
-        # tokens only, so every real token sees exactly what BERT sees on the packed input.
-        tokens = tf.concat([cls, query, sep, doc, sep], axis=1)
-        mask = tf.not_equal(tokens, 0)
-        positions = tf.maximum(tf.cumsum(tf.cast(mask, tf.int32), axis=1) - 1, 0)
-        q_width = tf.shape(query)[1] + 2
-        token_types = tf.cast(tf.range(tf.shape(tokens)[1]) >= q_width, tf.int32)
-        token_types = tf.broadcast_to(token_types[None, :], tf.shape(tokens))
+        tokens, token_types, positions, mask = frame_pair(query, doc, self.cls_id, self.sep_id)
         hidden, cls = self.encoder(tokens, token_types, positions, mask, training=training)
         return hidden, mask, cls
 

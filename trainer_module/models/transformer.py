@@ -26,6 +26,28 @@ def special_token_ids(vocab: list[str] | None) -> tuple[int, int]:
     return vocab.index("[CLS]"), vocab.index("[SEP]")
 
 
+def frame_pair(
+    query: tf.Tensor, doc: tf.Tensor, cls_id: int, sep_id: int
+) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
+    """Padded query [B, Lq] and doc [B, Ld] -> `[CLS] q [SEP] d [SEP]` tokens [B, L], segment
+    ids (0 for `[CLS] q [SEP]`, 1 for `d [SEP]`), positions and the real-token mask.
+
+    Pads stay inside the sequence: the mask takes them out of attention and positions count
+    real tokens only, so scores do not depend on how much padding a batch has, and every real
+    token sees exactly what a packed `[CLS] q [SEP] d [SEP]` gives it.
+    """
+    batch = tf.shape(query)[0]
+    cls = tf.fill([batch, 1], tf.constant(cls_id, query.dtype))
+    sep = tf.fill([batch, 1], tf.constant(sep_id, query.dtype))
+    tokens = tf.concat([cls, query, sep, doc, sep], axis=1)
+    mask = tf.not_equal(tokens, 0)
+    positions = tf.maximum(tf.cumsum(tf.cast(mask, tf.int32), axis=1) - 1, 0)
+    q_width = tf.shape(query)[1] + 2
+    segments = tf.cast(tf.range(tf.shape(tokens)[1]) >= q_width, tf.int32)
+    segments = tf.broadcast_to(segments[None, :], tf.shape(tokens))
+    return tokens, segments, positions, mask
+
+
 class GeneratorDropout(keras.layers.Layer):
     """Dropout drawing from a shared tf.random.Generator.
 
@@ -102,17 +124,7 @@ class TransformerCrossEncoder(keras.Model):
 
     def call(self, inputs: tuple[tf.Tensor, tf.Tensor], training: bool = False) -> tf.Tensor:
         query, doc = inputs
-        batch = tf.shape(query)[0]
-        cls = tf.fill([batch, 1], tf.constant(self.cls_id, query.dtype))
-        sep = tf.fill([batch, 1], tf.constant(self.sep_id, query.dtype))
-        # Pads stay in the middle of the sequence; masking them out of attention and numbering
-        # positions by the count of real tokens makes scores independent of batch padding.
-        tokens = tf.concat([cls, query, sep, doc, sep], axis=1)
-        mask = tf.not_equal(tokens, 0)
-        positions = tf.maximum(tf.cumsum(tf.cast(mask, tf.int32), axis=1) - 1, 0)
-        q_width = tf.shape(query)[1] + 2
-        segments = tf.cast(tf.range(tf.shape(tokens)[1]) >= q_width, tf.int32)
-        segments = tf.broadcast_to(segments[None, :], tf.shape(tokens))
+        tokens, segments, positions, mask = frame_pair(query, doc, self.cls_id, self.sep_id)
         x = (
             self.word_embeddings(tokens)
             + self.position_embeddings(positions)
