@@ -1,6 +1,6 @@
 # The two commands of the README. Both set everything up first (scripts/setup.sh is a no-op
 # when .venv already matches requirements.lock).
-.PHONY: setup demo test lint lock bench bench-metrics bench-evaluator bench-datagen bench-trainer pretrained
+.PHONY: setup demo test lint lock bench bench-metrics bench-evaluator bench-datagen bench-trainer bench-kfp bench-quality pretrained
 
 setup:
 	@./scripts/setup.sh
@@ -29,7 +29,7 @@ pretrained: setup
 	  -r requirements-pretrained.lock
 
 # Benchmarks (not in CI; each prints its table; figures in docs/*.md).
-bench: bench-metrics bench-evaluator bench-datagen bench-trainer
+bench: bench-metrics bench-evaluator bench-datagen bench-trainer bench-kfp
 
 bench-metrics: setup
 	.venv/bin/python tests/benchmarks/bench_metrics.py
@@ -42,3 +42,12 @@ bench-datagen: setup
 
 bench-trainer: setup
 	.venv/bin/python tests/benchmarks/bench_trainer.py
+
+# The quality table (README "Running it on real collections"): every system a real pipeline run
+# on CPU, with the real all-MiniLM-L6-v2 checkpoint (about an hour on 2 cores).
+bench-quality: pretrained
+	.venv/bin/python tests/benchmarks/bench_quality.py
+
+# The demo pipeline through the local KFP v2 backend vs LocalDagRunner (docs/kubeflow.md).
+bench-kfp: setup
+	.venv/bin/python tests/benchmarks/bench_kfp.py

@@ -1,11 +1,12 @@
 """The `rankpipe` command line.
 
-rankpipe run CONFIG [--set key=value ...]        run the pipeline locally (LocalDagRunner)
-rankpipe compile CONFIG --output FILE            write the Kubeflow PipelineSpec
+rankpipe run CONFIG [--set key=value ...] [-v]   run the pipeline locally (LocalDagRunner)
+rankpipe compile CONFIG [--output FILE] [--format yaml|vertex]   write the Kubeflow spec
 rankpipe config show CONFIG [--set ...]          print the resolved config
 rankpipe data demo OUT_DIR [--seed N]            write the demo collection
 rankpipe eval QRELS RUN [trec_eval flags]        trec_eval-compatible metrics
 rankpipe compare QRELS RUN_A RUN_B -m MEASURE    paired significance tests
+rankpipe runs [PIPELINE]                         past runs of a pipeline, from its MLMD store
 """
 
 from __future__ import annotations
@@ -54,9 +55,17 @@ def run_summary(config) -> str:
             f"{'BLESSED' if metrics['blessed'] else 'NOT BLESSED'}"
         )
         shown = [m for m in (main, "map", "recip_rank", "P_10") if m in agg["candidate"]]
-        lines.append(f"  {'measure':<14}{'first stage':>12}{'reranker':>12}")
+        # With first-stage fusion the candidate (what the blessing judges) is the fused
+        # ranking and "reranker" the reranker alone (the evaluator's metrics.json contract).
+        fusion = metrics.get("fusion")
+        columns = [("first stage", "first_stage")]
+        if fusion and "reranker" in agg:
+            columns += [("reranker", "reranker"), (f"fused a={fusion['alpha']:.2f}", "candidate")]
+        else:
+            columns.append(("reranker", "candidate"))
+        lines.append(f"  {'measure':<14}" + "".join(f"{title:>14}" for title, _ in columns))
         for m in dict.fromkeys(shown):
-            lines.append(f"  {m:<14}{agg['first_stage'][m]:>12.4f}{agg['candidate'][m]:>12.4f}")
+            lines.append(f"  {m:<14}" + "".join(f"{agg[s][m]:>14.4f}" for _, s in columns))
         lines += [f"  not blessed: {r}" for r in metrics["reasons"]]
         lines.append(f"Report: {os.path.join(evaluation.uri, 'report.md')}")
     if pushed is not None and pushed.custom_properties["pushed"].int_value == 1:
@@ -67,13 +76,93 @@ def run_summary(config) -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from pipelines import local_runner
+    from pipelines import console as console_lib
 
-    config = _load(args)
     start = time.time()
-    local_runner.run(config)
-    print(run_summary(config))
+    with console_lib.EarlyCapture(enabled=not args.verbose) as early:
+        try:
+            config = _load(args)
+        except ConfigError as e:
+            error = e
+        else:
+            error = None
+    if error is not None:  # raised outside the capture, for main() to print (exit 2)
+        raise error
+    log_path = console_lib.log_path_for(config.runner.pipeline_root)
+    block, code = None, 0
+    with console_lib.RunConsole(
+        log_path,
+        verbose=args.verbose,
+        metadata_path=config.runner.metadata_path,
+        preamble=early.text,
+    ) as console:
+        console.print(
+            f"rankpipe: running pipeline {config.runner.pipeline_name!r} ({config.source})"
+        )
+        # TFX's Beam executors parse sys.argv with absl's flags (base_beam_executor), where
+        # `-v` is absl's --verbosity: rankpipe's own arguments must not reach them.
+        argv, sys.argv = sys.argv, sys.argv[:1]
+        try:
+            from pipelines import local_runner
+
+            local_runner.run(config, console=console)
+        except (Exception, KeyboardInterrupt) as e:  # noqa: BLE001  (reported, then exit 1)
+            component = console.fail()
+            console_lib.log_exception(e)
+            if isinstance(e, KeyboardInterrupt):
+                block, code = f"rankpipe: interrupted; log: {log_path}", 130
+            elif isinstance(e, ConfigError):  # a config problem found by a component
+                block, code = _config_error_block(str(e)), 2
+            else:
+                block, code = console_lib.error_block(component, e, log_path, args.verbose), 1
+        finally:
+            sys.argv = argv
+        summary = run_summary(config) if code == 0 else None
+    if block is not None:
+        print(block, file=sys.stderr)
+        return code
+    print(summary)
+    print(f"Log: {log_path}")
     print(f"Total time: {time.time() - start:.0f}s; artifacts under {config.runner.pipeline_root}")
+    return 0
+
+
+def _config_error_block(message: str) -> str:
+    from pipelines.console import config_fix
+
+    return f"rankpipe: config error: {message}\n  fix:   {config_fix(message)}"
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    from pipelines import runs
+
+    # pipelines.config.PATH_DEFAULTS' default, not imported from there: that module loads
+    # TensorFlow (seconds, and its start-up lines) for a command that only reads SQLite.
+    default = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "outputs")
+    outputs = os.environ.get("RANKPIPE_OUTPUTS", default)
+    if args.pipeline is None:
+        names = runs.pipelines_under(outputs)
+        if not names:
+            print(f"rankpipe: no pipeline has run under {outputs}/pipelines", file=sys.stderr)
+            return 1
+        stores = [(n, os.path.join(outputs, "pipelines", n, "metadata.sqlite")) for n in names]
+    elif os.path.isfile(args.pipeline):
+        stores = [(args.pipeline, args.pipeline)]
+    elif os.path.isdir(args.pipeline):
+        stores = [(args.pipeline, os.path.join(args.pipeline, "metadata.sqlite"))]
+    else:
+        stores = [
+            (args.pipeline, os.path.join(outputs, "pipelines", args.pipeline, "metadata.sqlite"))
+        ]
+    for i, (name, path) in enumerate(stores):
+        try:
+            rows = runs.list_runs(runs.open_store(path))
+        except FileNotFoundError as e:
+            known = ", ".join(runs.pipelines_under(outputs)) or "none"
+            print(f"rankpipe: {e}; pipelines under {outputs}: {known}", file=sys.stderr)
+            return 1
+        print(("\n" if i else "") + f"{name}: {len(rows)} run(s), newest first ({path})")
+        print(runs.format_table(rows))
     return 0
 
 
@@ -81,8 +170,12 @@ def cmd_compile(args: argparse.Namespace) -> int:
     from pipelines import kubeflow_runner
 
     config = _load(args, check_inputs=False)
-    kubeflow_runner.compile_pipeline(config, args.output)
-    print(f"Wrote Kubeflow pipeline spec to {args.output}")
+    output = args.output or (
+        f"{config.runner.pipeline_name}.{'json' if args.format == 'vertex' else 'yaml'}"
+    )
+    kubeflow_runner.compile_pipeline(config, output, args.format)
+    what = "Vertex AI PipelineJob" if args.format == "vertex" else "KFP v2 pipeline spec"
+    print(f"Wrote the {what} to {output}")
     return 0
 
 
@@ -120,11 +213,27 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", help="run the pipeline locally with LocalDagRunner")
     with_config(p)
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="every log line on the console (default: one line per component; the full log "
+        "goes to a file under the pipeline root either way)",
+    )
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("compile", help="compile the pipeline for Kubeflow")
+    p = sub.add_parser("compile", help="compile the pipeline for Kubeflow Pipelines or Vertex AI")
     with_config(p)
-    p.add_argument("--output", required=True, help="pipeline spec file to write")
+    p.add_argument(
+        "--output", help="file to write (default: <runner.pipeline_name>.yaml, or .json)"
+    )
+    p.add_argument(
+        "--format",
+        choices=("yaml", "vertex"),
+        default="yaml",
+        help="yaml: a KFP v2 PipelineSpec for the KFP UI and `kfp` CLI (default); "
+        "vertex: a Vertex AI PipelineJob JSON",
+    )
     p.set_defaults(func=cmd_compile)
 
     p = sub.add_parser("config", help="config commands")
@@ -141,6 +250,23 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--num-documents", type=int, default=600)
     p.add_argument("--num-queries", type=int, default=60)
     p.set_defaults(func=cmd_data_demo)
+
+    # eval and compare keep trec_eval's flag syntax: main() hands them their arguments before
+    # argparse; these entries are for `rankpipe --help` (and `rankpipe eval --help` goes on).
+    for name, text in (
+        ("eval", "trec_eval-compatible metrics of a TREC run: rankpipe eval QRELS RUN [flags]"),
+        ("compare", "paired t-test and randomization test: rankpipe compare QRELS A B -m M"),
+    ):
+        sub.add_parser(name, help=text, add_help=False)
+
+    p = sub.add_parser("runs", help="past runs of a pipeline (newest first), from its MLMD store")
+    p.add_argument(
+        "pipeline",
+        nargs="?",
+        help="pipeline name (outputs/pipelines/NAME), pipeline root or metadata.sqlite; "
+        "default: every pipeline under outputs/",
+    )
+    p.set_defaults(func=cmd_runs)
     return parser
 
 
@@ -152,11 +278,12 @@ def main(argv: list[str] | None = None) -> int:
 
         return (eval_cli.eval_main if argv[0] == "eval" else eval_cli.compare_main)(argv[1:])
     args = _parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    if args.command not in ("run", "runs"):  # `run` sets up its own console and log file
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     try:
         return args.func(args)
     except ConfigError as e:
-        print(f"rankpipe: config error: {e}", file=sys.stderr)
+        print(_config_error_block(str(e)), file=sys.stderr)
         return 2
 
 

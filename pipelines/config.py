@@ -7,6 +7,7 @@ component runs. Every field is documented in README.md ("Configuration reference
 
 from __future__ import annotations
 
+import difflib
 import glob
 import os
 from dataclasses import dataclass, field
@@ -15,14 +16,26 @@ from pathlib import Path
 from pipelines import config_loader
 from pipelines.config_loader import ConfigError
 from trainer_module.config import TrainerConfig
+from trainer_module.models.hf_checkpoint import installed_minilm_dir
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
-# Fallbacks for ${VAR} in config paths when the environment does not set them.
-PATH_DEFAULTS = {
-    "RANKPIPE_SHARED_DATA": str(REPO_ROOT.parent / "shared" / "data"),
-    "RANKPIPE_OUTPUTS": str(REPO_ROOT / "outputs"),
-}
+# What ${RANKPIPE_MINILM} expands to when the `pretrained` extra is not installed; a config
+# that needs it then fails before any component runs, naming `make pretrained`.
+MISSING_PRETRAINED = "/rankpipe-missing-pretrained/all-MiniLM-L6-v2"
+
+
+def path_defaults() -> dict[str, str]:
+    """Fallbacks for ${VAR} in config paths when the environment does not set them."""
+    return {
+        "RANKPIPE_SHARED_DATA": str(REPO_ROOT.parent / "shared" / "data"),
+        "RANKPIPE_OUTPUTS": str(REPO_ROOT / "outputs"),
+        # all-MiniLM-L6-v2 from the `pretrained` extra (`make pretrained`).
+        "RANKPIPE_MINILM": installed_minilm_dir() or MISSING_PRETRAINED,
+    }
+
+
+PATH_DEFAULTS = path_defaults()
 
 DOC_FORMATS = ("cranfield", "beir_corpus", "trec_sgml", "msmarco_tsv")
 QUERY_FORMATS = ("cranfield", "beir_queries", "trec_topics", "msmarco_tsv")
@@ -198,10 +211,12 @@ class EvaluatorConfig:
     split: str = "test"  # the held-out split evaluated (dev or test)
     # Absolute floors, e.g. {ndcg_cut_10: 0.2}.
     min_values: dict[str, float] = field(default_factory=dict)
-    # Minimum change of main_metric vs the first stage (None: not checked).
-    min_delta_vs_first_stage: float | None = None
-    # Minimum change of main_metric vs the last blessed model, when there is one.
-    min_delta_vs_baseline: float | None = None
+    # Minimum change of main_metric vs the first stage: by default a model that ranks worse than
+    # its own first stage is NOT BLESSED (null switches the rule off).
+    min_delta_vs_first_stage: float | None = 0.0
+    # Minimum change of main_metric vs the baseline (the model being served), when there is
+    # one: by default a model worse than what users get today is NOT BLESSED (null: off).
+    min_delta_vs_baseline: float | None = 0.0
     require_significance: bool = False  # the required gains must also be significant
     significance_level: float = 0.05  # p below which a change counts as significant
     randomization_trials: int = 10000  # paired randomization test permutations
@@ -238,8 +253,10 @@ class BeamConfig:
             ("in_memory", "multi_threading", "multi_processing"),
         )
 
-    def pipeline_args(self) -> list[str]:
-        workers = self.direct_num_workers or os.cpu_count() or 1
+    def pipeline_args(self, resolve_workers: bool = True) -> list[str]:
+        """Beam args. resolve_workers=False keeps 0 (Beam then uses the CPUs of the machine it
+        runs on): a compiled Kubeflow spec must not carry the compiling machine's CPU count."""
+        workers = self.direct_num_workers or (os.cpu_count() or 1 if resolve_workers else 0)
         if self.direct_running_mode == "in_memory":
             workers = 1  # in_memory runs one worker whatever is asked; say so to Beam
         return [
@@ -249,15 +266,85 @@ class BeamConfig:
         ]
 
 
+# The pipeline's component ids (pipelines/pipeline.py), the keys of runner.kubeflow.components.
+COMPONENT_IDS = (
+    "RankingDataGen",
+    "StatisticsGen",
+    "ImportSchemaGen",
+    "ExampleValidator",
+    "ExampleGate",
+    "Trainer",
+    "RankingEvaluator",
+    "Pusher",
+)
+
+
+@dataclass
+class KubeflowComponentConfig:
+    """One component's container on Kubeflow Pipelines / Vertex AI (unset: cluster defaults)."""
+
+    # Name shown in the KFP UI graph; None: the built-in one ("Train reranker", ...).
+    display_name: str | None = None
+    cpu_limit: str | None = None  # CPU cores, Kubernetes style: "4", "0.5", "500m"
+    memory_limit: str | None = None  # e.g. "16G", "512Mi" (K, M, G, T, with or without i)
+    # KFP: a Kubernetes resource name, e.g. "nvidia.com/gpu"; Vertex: e.g. "NVIDIA_TESLA_T4".
+    accelerator_type: str | None = None
+    accelerator_count: int = 0  # accelerators of accelerator_type (1 when only the type is set)
+
+    def __post_init__(self) -> None:
+        # The parsers of the kfp SDK (what PipelineTask.set_cpu_limit etc. accept), so a
+        # value here means what it means in a kfp pipeline.
+        from kfp.dsl.pipeline_task import PipelineTask
+
+        for key, parse in (
+            ("cpu_limit", PipelineTask._validate_cpu_request_limit),
+            ("memory_limit", PipelineTask._validate_memory_request_limit),
+        ):
+            value = getattr(self, key)
+            if value is not None:
+                try:
+                    parse(None, value)
+                except ValueError as e:
+                    raise ValueError(f"{key}: {value!r}: {e}") from None
+        if self.accelerator_count < 0:
+            raise ValueError(f"accelerator_count: must be >= 0, got {self.accelerator_count}")
+        if self.accelerator_count and not self.accelerator_type:
+            raise ValueError("accelerator_count: set accelerator_type too")
+
+
+@dataclass
+class KubeflowConfig:
+    """What `rankpipe compile` writes into the Kubeflow / Vertex pipeline spec."""
+
+    # Per component id (RankingDataGen, StatisticsGen, ImportSchemaGen, ExampleValidator,
+    # ExampleGate, Trainer, RankingEvaluator, Pusher): display name and resources.
+    components: dict[str, KubeflowComponentConfig] = field(default_factory=dict)
+    # Show display names in the UI. KFP backends before 2.14 resolve inputs by display name
+    # and then fail (kubeflow/pipelines#11938): set false there.
+    display_names: bool = True
+
+    def __post_init__(self) -> None:
+        for name in self.components:
+            if name not in COMPONENT_IDS:
+                close = difflib.get_close_matches(name, COMPONENT_IDS, n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise ValueError(
+                    f"components.{name}: no such component{hint}; one of "
+                    + ", ".join(COMPONENT_IDS)
+                )
+
+
 @dataclass
 class RunnerConfig:
     pipeline_name: str = "rankpipe"  # also names the default pipeline root and push base
-    # Local runs keep artifacts and the SQLite MLMD store under this root.
+    # Local runs keep artifacts and the SQLite MLMD store under this root. Kubeflow: the
+    # spec's defaultPipelineRoot, an object-store URI (gs://, s3://, minio://).
     pipeline_root: str = "${RANKPIPE_OUTPUTS}/pipelines/${RANKPIPE_PIPELINE_NAME}"
     enable_cache: bool = True  # reuse a component's outputs when its inputs are unchanged
     beam: BeamConfig = field(default_factory=BeamConfig)
     # Kubeflow: container image holding this project (see deploy/).
     image: str = "rankpipe:latest"
+    kubeflow: KubeflowConfig = field(default_factory=KubeflowConfig)
 
     @property
     def metadata_path(self) -> str:
@@ -280,6 +367,8 @@ _PATH_KEYS = {
     "collection": ("documents", "queries", "qrels", "first_stage_run"),
     "datagen.vocab": ("vocab_file",),
     "datagen.split": ("train_qids", "dev_qids", "test_qids"),
+    "trainer.bert": ("checkpoint_dir",),
+    "trainer.dual_encoder": ("checkpoint_dir",),
     "pusher": ("destination",),
     "runner": ("pipeline_root",),
 }
@@ -351,6 +440,16 @@ def check_input_paths(config: PipelineConfig) -> None:
         ("datagen.split.dev_qids", config.datagen.split.dev_qids),
         ("datagen.split.test_qids", config.datagen.split.test_qids),
     ]
+    model = config.trainer.model
+    if model in ("bert", "dual_encoder"):
+        ckpt = getattr(config.trainer, model).checkpoint_dir
+        key = f"trainer.{model}.checkpoint_dir"
+        checks.append((key, ckpt and os.path.join(ckpt, "model.safetensors")))
     for key, value in checks:
+        if value and value.startswith(MISSING_PRETRAINED):
+            raise ConfigError(
+                f"{config.source}: {key}: the pretrained all-MiniLM-L6-v2 checkpoint is not "
+                "installed; run `make pretrained` (or point the key at a checkpoint directory)"
+            )
         if value and "://" not in value and not glob.glob(value):
             raise ConfigError(f"{config.source}: {key}: no such file: {value}")

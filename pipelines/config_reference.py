@@ -40,7 +40,8 @@ def _field_comments(cls: type) -> dict[str, str]:
 
 def _type_name(tp) -> str:
     text = str(tp) if typing.get_origin(tp) else getattr(tp, "__name__", str(tp))
-    return text.replace("typing.", "").replace("NoneType", "None").replace(" | ", " or ")
+    text = re.sub(r"\b(?:\w+\.)+(\w+)", r"\1", text)  # pipelines.config.X -> X
+    return text.replace("NoneType", "None").replace(" | ", " or ")
 
 
 def _default(field: dataclasses.Field) -> str:
@@ -64,9 +65,13 @@ def rows(cls: type = PipelineConfig, prefix: str = "") -> list[tuple[str, str, s
         key = prefix + field.name
         if dataclasses.is_dataclass(tp):
             out.extend(rows(tp, key + "."))
-        else:
-            desc = comments.get(field.name, "")
-            out.append((key, _type_name(tp), _default(field), desc))
+            continue
+        desc = comments.get(field.name, "")
+        out.append((key, _type_name(tp), _default(field), desc))
+        value_type = typing.get_args(tp)[-1] if typing.get_origin(tp) is dict else None
+        if dataclasses.is_dataclass(value_type):
+            # A mapping of sections (e.g. one per component): document the section's keys once.
+            out.extend(rows(value_type, f"{key}.<{field.name.rstrip('s')}>."))
     return out
 
 

@@ -4,20 +4,44 @@ Also a TFX CLI DSL file:
   tfx pipeline create --engine local --pipeline_path pipelines/local_runner.py
   tfx run create --engine local --pipeline_name <runner.pipeline_name>
 The config comes from $RANKPIPE_CONFIG (a path or a name in pipelines/configs/; default: demo),
-with overrides from $RANKPIPE_SET (space-separated key=value pairs).
+with overrides from $RANKPIPE_SET (space-separated key=value pairs). `tfx run create` shows the
+same console as `rankpipe run` (pipelines/console.py: a line per component, the full log in a
+file under the pipeline root, a short error block and exit 1 on failure); RANKPIPE_VERBOSE=1
+puts every log line on the console instead.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 
-from tfx import v1 as tfx
+CONFIG_ENV, OVERRIDES_ENV, VERBOSE_ENV = "RANKPIPE_CONFIG", "RANKPIPE_SET", "RANKPIPE_VERBOSE"
 
-from pipelines import demo_data
-from pipelines.config import PipelineConfig, load_config
-from pipelines.pipeline import create_pipeline
 
-CONFIG_ENV, OVERRIDES_ENV = "RANKPIPE_CONFIG", "RANKPIPE_SET"
+def rankpipe_run_argv() -> list[str]:
+    """`rankpipe run` arguments equivalent to the environment's config and overrides."""
+    argv = ["run", os.environ.get(CONFIG_ENV, "demo")]
+    for override in os.environ.get(OVERRIDES_ENV, "").split():
+        argv += ["--set", override]
+    if os.environ.get(VERBOSE_ENV, "") not in ("", "0"):
+        argv.append("--verbose")
+    return argv
+
+
+# `tfx run create` runs this file as a script in a new process: it becomes `rankpipe run` (same
+# console, log file, error blocks and exit codes) before TensorFlow is imported below, whose
+# C++ start-up lines would otherwise reach the console first. `tfx pipeline create` instead
+# executes this file inside the CLI's own process (tfx.tools.cli loaded, LocalDagRunner.run
+# patched) only to read the pipeline's arguments: the __main__ block at the end serves it.
+if __name__ == "__main__" and "tfx.tools.cli.handler.base_handler" not in sys.modules:
+    sys.stdout.flush()
+    os.execv(sys.executable, [sys.executable, "-m", "pipelines.cli", *rankpipe_run_argv()])
+
+from tfx import v1 as tfx  # noqa: E402
+
+from pipelines import demo_data  # noqa: E402
+from pipelines.config import PipelineConfig, load_config  # noqa: E402
+from pipelines.pipeline import create_pipeline  # noqa: E402
 
 
 def prepare_collection(config: PipelineConfig) -> None:
@@ -47,13 +71,14 @@ def build_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
     )
 
 
-def run(config: PipelineConfig) -> None:
+def run(config: PipelineConfig, console=None) -> None:
+    """Runs the pipeline; `console` (pipelines.console.RunConsole) gets the component count."""
     prepare_collection(config)
-    tfx.orchestration.LocalDagRunner().run(build_pipeline(config))
+    pipeline = build_pipeline(config)
+    if console is not None:
+        console.total = len(pipeline.components)
+    tfx.orchestration.LocalDagRunner().run(pipeline)
 
 
-if __name__ == "__main__":
-    _config = load_config(
-        os.environ.get(CONFIG_ENV, "demo"), os.environ.get(OVERRIDES_ENV, "").split()
-    )
-    run(_config)
+if __name__ == "__main__":  # inside `tfx pipeline create` (see the top of this file)
+    run(load_config(os.environ.get(CONFIG_ENV, "demo"), os.environ.get(OVERRIDES_ENV, "").split()))

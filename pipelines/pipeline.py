@@ -1,7 +1,11 @@
 """The rankpipe DAG.
 
 RankingDataGen -> StatisticsGen -> ImportSchemaGen -> ExampleValidator -> ExampleGate ->
-Trainer -> RankingEvaluator (baseline: latest blessed model) -> Pusher
+Trainer -> RankingEvaluator (baseline: the model served under pusher.destination) -> Pusher
+
+The baseline is found by the evaluator itself (components/ranking_evaluator/baseline.py), not
+by a TFX Resolver: the open-source KFP backend cannot run resolver nodes, so one mechanism
+serves LocalDagRunner, Kubeflow and Vertex alike.
 """
 
 from __future__ import annotations
@@ -23,14 +27,17 @@ SCHEMA_FILE = (
 RUN_FN = "trainer_module.run_fn.run_fn"
 
 
-def create_components(config: PipelineConfig) -> list:
-    """The pipeline's components, wired; `create_pipeline` adds the runner-level settings."""
+def create_components(config: PipelineConfig, schema_file: str | None = None) -> list:
+    """The pipeline's components, wired; `create_pipeline` adds the runner-level settings.
+
+    `schema_file`: where the components will read the examples' schema (default: this
+    checkout's; the Kubeflow compiler passes the path inside the image)."""
     datagen = RankingDataGen(
         collection=dataclasses.asdict(config.collection),
         datagen=dataclasses.asdict(config.datagen),
     )
     statistics_gen = tfx.components.StatisticsGen(examples=datagen.outputs["examples"])
-    schema_gen = tfx.components.ImportSchemaGen(schema_file=str(SCHEMA_FILE))
+    schema_gen = tfx.components.ImportSchemaGen(schema_file=schema_file or str(SCHEMA_FILE))
     example_validator = tfx.components.ExampleValidator(
         statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"]
     )
@@ -50,18 +57,14 @@ def create_components(config: PipelineConfig) -> list:
         },
     )
     trainer.add_upstream_node(example_gate)
-    baseline_resolver = tfx.dsl.Resolver(
-        strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
-        model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
-        model_blessing=tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing),
-    ).with_id("latest_blessed_model_resolver")
     evaluator = RankingEvaluator(
         examples=datagen.outputs["examples"],
         model=trainer.outputs["model"],
         qrels=datagen.outputs["qrels"],
         first_stage_run=datagen.outputs["first_stage_run"],
-        baseline_model=baseline_resolver.outputs["model"],
+        model_run=trainer.outputs["model_run"],  # training curves for the report
         evaluator=dataclasses.asdict(config.evaluator),
+        push_destination=config.pusher.destination,
     )
     pusher = RankingPusher(
         model=trainer.outputs["model"],
@@ -73,7 +76,8 @@ def create_components(config: PipelineConfig) -> list:
         ),
         evaluation=evaluator.outputs["evaluation"],
         datagen_summary=datagen.outputs["summary"],
-        model_card_config=dataclasses.asdict(config),
+        # Without `source` (the config file's path on the machine that built the pipeline).
+        model_card_config={k: v for k, v in dataclasses.asdict(config).items() if k != "source"},
     ).with_id("Pusher")
     return [
         datagen,
@@ -82,19 +86,28 @@ def create_components(config: PipelineConfig) -> list:
         example_validator,
         example_gate,
         trainer,
-        baseline_resolver,
         evaluator,
         pusher,
     ]
 
 
-def create_pipeline(config: PipelineConfig, metadata_connection_config=None) -> tfx.dsl.Pipeline:
-    """Builds the TFX pipeline for a loaded config (see pipelines/config.py)."""
+def create_pipeline(
+    config: PipelineConfig,
+    metadata_connection_config=None,
+    schema_file: str | None = None,
+    beam_pipeline_args: list[str] | None = None,
+) -> tfx.dsl.Pipeline:
+    """Builds the TFX pipeline for a loaded config (see pipelines/config.py).
+
+    `schema_file` and `beam_pipeline_args` override what suits a run on this machine (the
+    Kubeflow compiler passes in-image paths and unresolved worker counts)."""
     return tfx.dsl.Pipeline(
         pipeline_name=config.runner.pipeline_name,
         pipeline_root=config.runner.pipeline_root,
-        components=create_components(config),
+        components=create_components(config, schema_file),
         enable_cache=config.runner.enable_cache,
         metadata_connection_config=metadata_connection_config,
-        beam_pipeline_args=config.runner.beam.pipeline_args(),
+        beam_pipeline_args=(
+            config.runner.beam.pipeline_args() if beam_pipeline_args is None else beam_pipeline_args
+        ),
     )

@@ -12,8 +12,17 @@ from typing import Any
 
 from pipelines import config_loader
 
-MODELS = ("knrm", "conv_knrm", "transformer", "bert")
-LOSSES = ("pairwise_hinge", "pairwise_logistic", "pointwise_sigmoid", "listwise_softmax")
+MODELS = ("knrm", "conv_knrm", "transformer", "bert", "dual_encoder")
+# Models initialised from a pretrained checkpoint: train_steps 0 exports them as they are.
+PRETRAINED_MODELS = ("bert", "dual_encoder")
+LOSSES = (
+    "pairwise_hinge",
+    "pairwise_logistic",
+    "pointwise_sigmoid",
+    "listwise_softmax",
+    "in_batch_softmax",
+)
+FUSION_MODES = ("none", "tuned", "fixed")
 DECAYS = ("linear", "cosine", "exponential")
 MIXED_PRECISION = ("auto", "off", "float16", "bfloat16")
 STRATEGIES = ("auto", "cpu", "mirrored", "multi_worker", "tpu")
@@ -120,6 +129,29 @@ class BertConfig:
 
 
 @dataclass
+class DualEncoderConfig:
+    """Dual encoder (bi-encoder) from a local Hugging Face checkpoint directory (config.json,
+    model.safetensors, vocab.txt), used as sentence-transformers uses all-MiniLM-L6-v2: query and
+    document encoded separately (shared weights), mean pooling, L2 norm, score = cosine.
+    """
+
+    # Directory with config.json, model.safetensors and vocab.txt. Required for
+    # model=dual_encoder; set datagen.vocab.vocab_file to its vocab.txt.
+    checkpoint_dir: str | None = None
+    # Encoder hidden-state dropout; None keeps config.json's hidden_dropout_prob.
+    hidden_dropout: float | None = None
+    # Attention-probability dropout; None keeps config.json's attention_probs_dropout_prob.
+    attention_dropout: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("hidden_dropout", "attention_dropout"):
+            value = getattr(self, name)
+            _require(
+                value is None or 0.0 <= value < 1.0, f"dual_encoder.{name}", "must be in [0, 1)"
+            )
+
+
+@dataclass
 class BucketingConfig:
     """Length-bucketed batching with a token budget (tensor2tensor scheme).
 
@@ -149,6 +181,7 @@ class TrainerConfig:
     conv_knrm: ConvKnrmConfig = field(default_factory=ConvKnrmConfig)
     transformer: TransformerConfig = field(default_factory=TransformerConfig)
     bert: BertConfig = field(default_factory=BertConfig)
+    dual_encoder: DualEncoderConfig = field(default_factory=DualEncoderConfig)
     # Optional word-embedding text file ("token v1 ... vd" per line, GloVe/word2vec text
     # format) to initialise the (Conv-)KNRM embedding table; tokens missing keep random init.
     embedding_file: str | None = None
@@ -158,10 +191,24 @@ class TrainerConfig:
     hinge_margin: float = 1.0
     pointwise_target: str = "binary"  # binary: label > 0; graded: label / max_label
     max_label: float = 3.0
+    # in_batch_softmax (dual_encoder only): each query against every document of the batch
+    # (its own group's positive and first-stage negatives, and all other groups' documents),
+    # softmax cross-entropy on cosine * in_batch_scale (sentence-transformers'
+    # MultipleNegativesRankingLoss, scale 20).
+    in_batch_scale: float = 20.0
+
+    # First-stage score fusion (trainer_module/fusion.py): per query, min-max normalise the
+    # reranker's and the first stage's scores and rank by alpha * reranker + (1 - alpha) *
+    # first stage. tuned: alpha chosen on the dev queries after training (grid 0, 0.05, .., 1,
+    # ties to the larger alpha); fixed: fusion_alpha; none: the reranker's scores alone.
+    fusion: str = "tuned"
+    fusion_alpha: float = 0.5  # used with fusion: fixed
 
     # Steps and batches. batch_size is the GLOBAL micro-batch (groups per forward pass over
     # all replicas); one optimizer step sees batch_size * grad_accumulation_steps groups.
-    train_steps: int = 1000  # used when the Trainer's TrainArgs give no num_steps
+    # Used when the Trainer's TrainArgs give no num_steps. 0 (pretrained models only) exports
+    # the checkpoint as it is (zero-shot); fusion is still tuned.
+    train_steps: int = 1000
     batch_size: int = 32
     eval_batch_size: int = 256
     grad_accumulation_steps: int = 1
@@ -210,9 +257,21 @@ class TrainerConfig:
         _choice(self.decay, "decay", DECAYS)
         _choice(self.mixed_precision, "mixed_precision", MIXED_PRECISION)
         _choice(self.strategy, "strategy", STRATEGIES)
+        _choice(self.fusion, "fusion", FUSION_MODES)
+        _require(0.0 <= self.fusion_alpha <= 1.0, "fusion_alpha", "must be in [0, 1]")
+        _require(self.in_batch_scale > 0, "in_batch_scale", "must be > 0")
+        _require(
+            self.loss != "in_batch_softmax" or self.model == "dual_encoder",
+            "loss",
+            "in_batch_softmax needs model=dual_encoder (it scores queries and documents apart)",
+        )
         _require(self.hinge_margin > 0, "hinge_margin", "must be > 0")
         _require(self.max_label > 0, "max_label", "must be > 0")
-        _require(self.train_steps >= 1, "train_steps", "must be >= 1")
+        _require(
+            self.train_steps >= 1 or (self.train_steps == 0 and self.model in PRETRAINED_MODELS),
+            "train_steps",
+            f"must be >= 1 (0 = zero-shot: only pretrained models {list(PRETRAINED_MODELS)})",
+        )
         _require(self.batch_size >= 1, "batch_size", "must be >= 1")
         _require(self.eval_batch_size >= 1, "eval_batch_size", "must be >= 1")
         _require(self.grad_accumulation_steps >= 1, "grad_accumulation_steps", "must be >= 1")
@@ -243,6 +302,11 @@ class TrainerConfig:
             self.model != "bert" or bool(self.bert.checkpoint_dir),
             "bert.checkpoint_dir",
             "is required for model=bert",
+        )
+        _require(
+            self.model != "dual_encoder" or bool(self.dual_encoder.checkpoint_dir),
+            "dual_encoder.checkpoint_dir",
+            "is required for model=dual_encoder",
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -6,10 +6,17 @@ Signatures:
   truncates to the training max lengths and scores.
 - score_examples(examples: string [None]) -> {"score": float32 [None]} over serialized
   dev/test-format tf.Examples (one candidate each: query_ids, doc_ids, doc_lengths).
+- rank_candidates(query: string [], documents: string [None], first_stage_scores: float32 [None])
+  -> {"fused_score": float32 [None], "reranker_score": float32 [None]}: one query's candidate
+  list, fused with the first stage as the Trainer chose (trainer_module/fusion.py; min-max per
+  list, alpha * reranker + (1 - alpha) * first stage). Without fusion alpha is 1 (the fused score
+  is the reranker's, min-max normalised: the same order).
+The fusion settings are also written to assets.extra/fusion.json for the evaluator and the card.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import uuid
@@ -17,6 +24,8 @@ import uuid
 import tensorflow as tf
 import tensorflow_transform as tft
 import tf_keras as keras
+
+from trainer_module import fusion as fusion_lib
 
 TOKEN_IDS_KEY = "token_ids"
 RAW_TEXT_KEY = "text"
@@ -40,8 +49,10 @@ class RerankerModule(tf.Module):
         tft_layer: keras.Model,
         max_query_length: int,
         max_doc_length: int,
+        fusion_alpha: float | None = None,
     ):
         super().__init__()
+        self.fusion_alpha = 1.0 if fusion_alpha is None else float(fusion_alpha)
         self.model = model
         self.tft_layer = tft_layer  # tracked: its vocab asset and tables are saved with us
         self.max_query_length = max_query_length
@@ -65,6 +76,25 @@ class RerankerModule(tf.Module):
     )
     def serving_default(self, query: tf.Tensor, document: tf.Tensor) -> dict[str, tf.Tensor]:
         return self._score(self._tokenize(query), self._tokenize(document))
+
+    @tf.function(
+        input_signature=[
+            tf.TensorSpec([], tf.string, name="query"),
+            tf.TensorSpec([None], tf.string, name="documents"),
+            tf.TensorSpec([None], tf.float32, name="first_stage_scores"),
+        ]
+    )
+    def rank_candidates(
+        self, query: tf.Tensor, documents: tf.Tensor, first_stage_scores: tf.Tensor
+    ) -> dict[str, tf.Tensor]:
+        docs = self._tokenize(documents)
+        query_ids = tf.tile(self._tokenize(query[None]), [tf.shape(docs)[0], 1])
+        reranker = self._score(query_ids, docs)["score"]
+        alpha = tf.constant(self.fusion_alpha, tf.float64)
+        fused = alpha * fusion_lib.minmax_tf(reranker) + (1.0 - alpha) * fusion_lib.minmax_tf(
+            first_stage_scores
+        )
+        return {"fused_score": tf.cast(fused, tf.float32), "reranker_score": reranker}
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
     def score_examples(self, examples: tf.Tensor) -> dict[str, tf.Tensor]:
@@ -101,11 +131,14 @@ def export_serving_model(
     max_query_length: int,
     max_doc_length: int,
     serving_model_dir: str,
+    fusion: dict | None = None,
 ) -> str:
     """Writes the SavedModel to a temp dir next to serving_model_dir, then moves it in place,
-    so a crash never leaves a half-written model where the Pusher looks."""
+    so a crash never leaves a half-written model where the Pusher looks. `fusion` is
+    run_fn.choose_fusion's dict (None: no fusion)."""
     tft_layer = tft.TFTransformOutput(transform_graph_path).transform_features_layer()
-    module = RerankerModule(model, tft_layer, max_query_length, max_doc_length)
+    alpha = fusion.get("alpha") if fusion else None
+    module = RerankerModule(model, tft_layer, max_query_length, max_doc_length, alpha)
     tmp = f"{serving_model_dir.rstrip('/')}.tmp-{uuid.uuid4().hex[:8]}"
     tf.saved_model.save(
         module,
@@ -113,8 +146,13 @@ def export_serving_model(
         signatures={
             "serving_default": module.serving_default.get_concrete_function(),
             "score_examples": module.score_examples.get_concrete_function(),
+            "rank_candidates": module.rank_candidates.get_concrete_function(),
         },
     )
+    fusion_file = os.path.join(tmp, fusion_lib.FUSION_FILE)
+    tf.io.gfile.makedirs(os.path.dirname(fusion_file))
+    with tf.io.gfile.GFile(fusion_file, "w") as f:  # inside the temp dir: renamed with it
+        json.dump(fusion or {"mode": "none", "alpha": None}, f, indent=2, sort_keys=True)
     _replace_dir(tmp, serving_model_dir)
     logging.info("exported serving model to %s", serving_model_dir)
     return serving_model_dir

@@ -2,7 +2,8 @@
 
 Train elements are dicts {"query": int64 [Lq], "docs": int64 [n, Ld], "labels": float32 [n]},
 batched (padded with 0 = [PAD]). Eval elements (n = 1 groups) are flat:
-{"qid": str, "docid": str, "query": [Lq], "doc": [Ld], "label": float32, "judged": int64}.
+{"qid": str, "docid": str, "query": [Lq], "doc": [Ld], "label": float32, "judged": int64,
+"first_stage_score": float32}.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ FEATURE_SPEC = {
     "doc_lengths": tf.io.VarLenFeature(tf.int64),
     "labels": tf.io.VarLenFeature(tf.float32),
     "judged": tf.io.VarLenFeature(tf.int64),
+    "first_stage_scores": tf.io.VarLenFeature(tf.float32),
 }
 
 
@@ -55,6 +57,7 @@ def parse_group(record: tf.Tensor, max_query_length: int, max_doc_length: int) -
         "docs": docs[:, :max_doc_length].to_tensor(0),
         "labels": dense["labels"],
         "judged": dense["judged"],
+        "first_stage_scores": dense["first_stage_scores"],
     }
 
 
@@ -198,6 +201,7 @@ def make_eval_dataset(
             "doc": x["docs"][0],
             "label": x["labels"][0],
             "judged": x["judged"][0],
+            "first_stage_score": x["first_stage_scores"][0],
         }
     )
     return ds.padded_batch(batch_size).prefetch(tf.data.AUTOTUNE)

@@ -11,6 +11,12 @@ Pairs/targets come from the graded labels, so a group needs no fixed layout:
                       ("binary") or clip(label / max_label, 0, 1) ("graded")
 - listwise_softmax:   softmax cross-entropy over the n candidates with the target distribution
                       proportional to max(label, 0) (one-hot on the positive for 1 + k groups)
+- in_batch_softmax:   (dual encoders) each query against EVERY document of the batch: softmax
+                      cross-entropy over scale * cosine [b, b * n], the target being its own
+                      group's gains as in listwise_softmax; the other groups' documents are extra
+                      negatives (sentence-transformers' MultipleNegativesRankingLoss with hard
+                      negatives). Its input is the batch's query x document score matrix, not
+                      per-group scores: see RankingTask.forward / build_losses.
 Groups with no valid pair / no positive contribute 0.
 """
 
@@ -66,6 +72,29 @@ def listwise_softmax(scores: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
     return tf.where(total[:, 0] > 0, ce, tf.zeros_like(ce))
 
 
+def in_batch_softmax(
+    similarity: tf.Tensor, labels: tf.Tensor, same_query: tf.Tensor, scale: float = 20.0
+) -> tf.Tensor:
+    """similarity [b, b * n] (query i vs document j of group g in column g * n + j), labels
+    [b, n], same_query [b, b] (bool: groups i and g are samples of the same query) -> [b].
+
+    Another group of the SAME query may hold this query's positives (the datagen draws many
+    groups per query), so its documents are masked out rather than counted as negatives.
+    """
+    b, n = tf.shape(labels)[0], tf.shape(labels)[1]
+    own = tf.eye(b, dtype=labels.dtype)
+    gains = tf.maximum(labels, 0.0)
+    target = tf.reshape(own[:, :, None] * gains[None, :, :], [b, b * n])
+    total = tf.reduce_sum(target, axis=1, keepdims=True)
+    other_same = tf.logical_and(same_query, tf.logical_not(tf.cast(own, tf.bool)))
+    masked = tf.repeat(other_same, n, axis=1)
+    logits = tf.where(masked, tf.constant(-1e9, similarity.dtype), similarity * scale)
+    ce = tf.nn.softmax_cross_entropy_with_logits(
+        labels=tf.math.divide_no_nan(target, total), logits=logits
+    )
+    return tf.where(total[:, 0] > 0, ce, tf.zeros_like(ce))
+
+
 def get_loss(cfg: TrainerConfig) -> LossFn:
     """The configured per-example loss: (scores [B, n], labels [B, n]) -> [B] (float32)."""
     if cfg.loss == "pairwise_hinge":
@@ -77,6 +106,8 @@ def get_loss(cfg: TrainerConfig) -> LossFn:
         return lambda s, y: pointwise_sigmoid(s, y, graded, cfg.max_label)
     if cfg.loss == "listwise_softmax":
         return listwise_softmax
+    if cfg.loss == "in_batch_softmax":  # scores [b, b * n], labels [b, n]; see RankingTask
+        return lambda s, y, same_query: in_batch_softmax(s, y, same_query, cfg.in_batch_scale)
     raise ValueError(f"trainer config: unknown loss {cfg.loss!r}")
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from trainer_module import hardware
+from trainer_module import fusion, hardware, validation
 from trainer_module.checkpointing import checkpoint_dir, run_fingerprint
 from trainer_module.config import TrainerConfig
 from trainer_module.export import export_serving_model
@@ -24,6 +24,52 @@ def read_vocab(transform_graph_path: str) -> list[str]:
     path = tft.TFTransformOutput(transform_graph_path).vocabulary_file_by_name(VOCAB_ASSET_NAME)
     with tf.io.gfile.GFile(path, "r") as f:
         return [line.rstrip("\n") for line in f]
+
+
+def choose_fusion(
+    cfg: TrainerConfig, controller: Controller, result: TrainResult, has_dev: bool
+) -> dict | None:
+    """The first-stage fusion the exported model carries (after the best checkpoint is restored):
+    alpha tuned on the dev queries (or fixed), with the dev metric of each grid alpha. With
+    train_steps 0 (zero-shot) this is also where the model is first validated."""
+    if not has_dev:
+        if cfg.fusion == "tuned":
+            raise ValueError("trainer config: fusion tuned needs dev queries (the dev split)")
+        alpha = fusion.fusion_alpha(cfg.fusion, cfg.fusion_alpha, None)
+        return None if alpha is None else {"mode": cfg.fusion, "alpha": alpha}
+    dev = controller.score_dev()
+
+    def metric(run: dict) -> float:
+        return validation.validation_metric(
+            dev.qrels, run, cfg.validation_metric, cfg.validation_relevance_level
+        )
+
+    reranker_metric = metric(dev.run)
+    if result.steps == 0:  # zero-shot: no validation ran during training
+        result.final_metric = reranker_metric
+    if cfg.fusion == "none":
+        return None
+    tuned, grid = fusion.tune_alpha(dev.run, dev.first_stage, metric)
+    alpha = fusion.fusion_alpha(cfg.fusion, cfg.fusion_alpha, tuned)
+    info = {
+        "mode": cfg.fusion,
+        "alpha": alpha,
+        "metric": cfg.validation_metric,
+        "dev_fused": metric(fusion.fuse_run(dev.run, dev.first_stage, alpha)),
+        "dev_reranker": reranker_metric,
+        "dev_first_stage": metric(dev.first_stage),
+        "dev_grid": {f"{a:.2f}": v for a, v in grid.items()},
+    }
+    logging.info(
+        "fusion %s: alpha=%.2f, dev %s fused %.4f (reranker %.4f, first stage %.4f)",
+        cfg.fusion,
+        alpha,
+        cfg.validation_metric,
+        info["dev_fused"],
+        reranker_metric,
+        info["dev_first_stage"],
+    )
+    return info
 
 
 def run_fn(fn_args: Any) -> TrainResult:
@@ -44,8 +90,8 @@ def run_fn(fn_args: Any) -> TrainResult:
 
     strategy = hardware.make_strategy(cfg)  # first: multi-worker must precede TF runtime use
     vocab = read_vocab(fn_args.transform_graph_path)
-    if cfg.model == "bert":  # before any training work: ids must mean the checkpoint's tokens
-        ckpt = cfg.bert.checkpoint_dir
+    if cfg.model in ("bert", "dual_encoder"):  # before any training: ids must mean its tokens
+        ckpt = getattr(cfg, cfg.model).checkpoint_dir
         hf_checkpoint.check_vocab(ckpt, hf_checkpoint.read_vocab_file(ckpt), len(vocab), vocab)
     hardware.set_precision_policy(hardware.precision_policy(cfg, strategy))
     task = RankingTask(cfg, len(vocab), max_q, max_d, vocab)
@@ -62,13 +108,21 @@ def run_fn(fn_args: Any) -> TrainResult:
         steps,
     )
     result = controller.train()
-    if controller.chief:
-        write_results(result, fn_args.model_run_dir)
     if controller.restore_best():
         logging.info("exporting best model (step %d)", result.best_step)
+    result.fusion = choose_fusion(cfg, controller, result, bool(fn_args.eval_files))
+    if controller.chief:
+        write_results(result, fn_args.model_run_dir)
     # Every multi-worker process must save (collective); only the chief's copy is kept.
     export_dir = worker_dir(fn_args.serving_model_dir, strategy)
-    export_serving_model(controller.model, fn_args.transform_graph_path, max_q, max_d, export_dir)
+    export_serving_model(
+        controller.model,
+        fn_args.transform_graph_path,
+        max_q,
+        max_d,
+        export_dir,
+        fusion=result.fusion,
+    )
     if not controller.chief:
         tf.io.gfile.rmtree(export_dir)
     return result

@@ -1,6 +1,9 @@
 """RankingTask: what to train (model, inputs, loss, one train step); the loop lives in training.py.
 
-Modelled on TF Model Garden's Task: build_model / build_inputs / train_step / validation_step.
+Modelled on TF Model Garden's Task: build_model / build_inputs / forward / build_losses /
+train_step. `forward` says what the model computes on a training batch (per-group scores
+[b, n], or for the in-batch loss the batch's query x document score matrix [b, b * n]);
+`build_losses` turns that into per-example losses; `train_step` only differentiates and applies.
 """
 
 from __future__ import annotations
@@ -76,6 +79,27 @@ class RankingTask:
         scores = model((queries, flat_docs), training=training)
         return tf.reshape(tf.cast(scores, tf.float32), [-1, n])
 
+    def forward(self, model: keras.Model, batch: dict, training: bool) -> dict[str, tf.Tensor]:
+        """Model outputs on a training batch, as the configured loss needs them."""
+        if self.cfg.loss != "in_batch_softmax":
+            return {"scores": self.score_groups(model, batch, training)}
+        docs = batch["docs"]
+        flat_docs = tf.reshape(docs, [-1, tf.shape(docs)[2]])
+        queries = model.embed(batch["query"], training=training)  # [b, H], L2-normalised
+        documents = model.embed(flat_docs, training=training)  # [b * n, H]
+        query = batch["query"]  # padded to one width within the batch
+        same_query = tf.reduce_all(tf.equal(query[:, None, :], query[None, :, :]), axis=-1)
+        return {
+            "scores": tf.matmul(queries, documents, transpose_b=True),  # cosine [b, b * n]
+            "same_query": same_query,
+        }
+
+    def build_losses(self, batch: dict, outputs: dict[str, tf.Tensor]) -> tf.Tensor:
+        """Per-example losses [b] from `forward`'s outputs."""
+        if self.cfg.loss == "in_batch_softmax":
+            return self.loss_fn(outputs["scores"], batch["labels"], outputs["same_query"])
+        return self.loss_fn(outputs["scores"], batch["labels"])
+
     def train_step(
         self,
         model: keras.Model,
@@ -99,8 +123,8 @@ class RankingTask:
         for i in range(accum):
             micro = {k: v[i::accum] for k, v in batch.items()} if accum > 1 else batch
             with tf.GradientTape() as tape:
-                scores = self.score_groups(model, micro, training=True)
-                loss = losses.reduce_loss(self.loss_fn(scores, micro["labels"]), global_examples)
+                outputs = self.forward(model, micro, training=True)
+                loss = losses.reduce_loss(self.build_losses(micro, outputs), global_examples)
                 scaled = loss * loss_scale if loss_scale is not None else loss
             micro_grads = tape.gradient(scaled, variables)
             micro_grads = [

@@ -12,7 +12,7 @@ import math
 import os
 import resource
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import tensorflow as tf
 import tf_keras as keras
@@ -40,6 +40,14 @@ class TrainResult:
     peak_host_rss_mb: float
     peak_device_memory_mb: float | None
     wall_seconds: float
+    # First-stage score fusion chosen after training (trainer_module/fusion.py): mode, alpha,
+    # dev metric per alpha. None when fusion is off. Set by run_fn, not by the loop.
+    fusion: dict | None = None
+    # Training curves (the evaluation report plots them): [step, mean loss of the steps since
+    # the previous point] at every log point, and [step, validation metric] at every
+    # validation. This session's steps only: a resumed run's curves start at the resume step.
+    loss_history: list[list[float]] = field(default_factory=list)
+    validation_history: list[list[float]] = field(default_factory=list)
 
 
 def peak_host_rss_mb() -> float:
@@ -146,6 +154,11 @@ class Controller:
             lambda q, d: tf.cast(self.model((q, d), training=False), tf.float32),
             input_signature=[ids, ids],
         )
+        self._embed_fn = (
+            tf.function(lambda x: self.model.embed(x, training=False), input_signature=[ids])
+            if hasattr(self.model, "embed")
+            else None
+        )
 
     # -- steps ----------------------------------------------------------------------------
     def _train_once(self, iterator) -> dict[str, tf.Tensor]:
@@ -183,16 +196,28 @@ class Controller:
         """Training-time scores of padded (query [B, Lq], doc [B, Ld]) pairs."""
         return self._score_fn(query, doc)
 
-    def validate(self) -> float:
-        qrels, run = validation.score_dev(
+    def score_dev(self) -> validation.DevScores:
+        """The model's scores of every dev candidate (with the qrels and first-stage scores)."""
+        if self._embed_fn is not None:  # dual encoder: embed each distinct text once
+            return validation.score_dev_embedded(
+                self._embed_fn,
+                self.eval_files,
+                self.cfg.eval_batch_size,
+                self.task.max_query_length,
+                self.task.max_doc_length,
+            )
+        return validation.score_dev(
             self._score_fn,
             self.eval_files,
             self.cfg.eval_batch_size,
             self.task.max_query_length,
             self.task.max_doc_length,
         )
+
+    def validate(self) -> float:
+        dev = self.score_dev()
         return validation.validation_metric(
-            qrels, run, self.cfg.validation_metric, self.cfg.validation_relevance_level
+            dev.qrels, dev.run, self.cfg.validation_metric, self.cfg.validation_relevance_level
         )
 
     def _check(self, step: int, out: dict) -> None:
@@ -259,6 +284,9 @@ class Controller:
         steady_t0: float | None = None
         steady_examples = 0
         final_metric: float | None = None
+        loss_history: list[list[float]] = []
+        validation_history: list[list[float]] = []
+        window_loss, window_steps = 0.0, 0
         step = start
         while step < last and not bool(self.stopped_early.numpy()):
             out = self._train_fn(self.iterator)
@@ -267,6 +295,8 @@ class Controller:
             self.history.append((step, float(out["loss"]), float(out["grad_norm"])))
             n = int(out["examples"])
             window_examples += n
+            window_loss += float(out["loss"])
+            window_steps += 1
             if steady_t0 is None:
                 steady_t0 = time.time()
             else:
@@ -282,6 +312,7 @@ class Controller:
                     tf.summary.scalar("examples_per_sec", rate)
                     for name, lr in lrs.items():
                         tf.summary.scalar(name, lr)
+                loss_history.append([step, window_loss / window_steps])
                 logging.info(
                     "step %d/%d loss=%.4f grad_norm=%.3f %s %.1f ex/s eta %.0fs",
                     step,
@@ -291,13 +322,25 @@ class Controller:
                     " ".join(f"{k}={v:.3g}" for k, v in lrs.items()),
                     rate,
                     eta,
+                    # Structured copy for the console's progress line (pipelines/console.py).
+                    extra={
+                        "rankpipe_progress": {
+                            "step": step,
+                            "total": self.total_steps,
+                            "loss": float(out["loss"]),
+                            "examples_per_sec": rate,
+                            "eta_seconds": eta,
+                        }
+                    },
                 )
                 window_t0, window_examples = now, 0
+                window_loss, window_steps = 0.0, 0
             validate_now = bool(self.eval_files) and (
                 (cfg.validate_every and step % cfg.validate_every == 0) or step == self.total_steps
             )
             if validate_now:
                 final_metric = self._validate_and_track(step, val_writer)
+                validation_history.append([step, final_metric])
                 patience = cfg.early_stopping_patience
                 if patience and int(self.bad_validations.numpy()) >= patience:
                     logging.info("early stopping at step %d", step)
@@ -329,6 +372,8 @@ class Controller:
             peak_host_rss_mb=peak_host_rss_mb(),
             peak_device_memory_mb=peak_device_memory_mb(),
             wall_seconds=wall,
+            loss_history=loss_history,
+            validation_history=validation_history,
         )
 
     def restore_best(self) -> bool:

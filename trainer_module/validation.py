@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 import tensorflow as tf
@@ -13,16 +14,21 @@ from trainer_module import inputs
 ScoreFn = Callable[[tf.Tensor, tf.Tensor], tf.Tensor]
 
 
+class DevScores(NamedTuple):
+    qrels: dict[str, dict[str, int]]  # from the examples' judged labels
+    run: dict[str, dict[str, float]]  # the model's scores
+    first_stage: dict[str, dict[str, float]]  # the examples' first-stage scores
+
+
 def score_dev(
     score_fn: ScoreFn,
     file_patterns: list[str],
     batch_size: int,
     max_query_length: int,
     max_doc_length: int,
-) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, float]]]:
-    """Scores every dev candidate. Returns (qrels from judged labels, run from model scores)."""
-    qrels: dict[str, dict[str, int]] = {}
-    run: dict[str, dict[str, float]] = {}
+) -> DevScores:
+    """Scores every dev candidate."""
+    out = DevScores({}, {}, {})
     ds = inputs.make_eval_dataset(file_patterns, batch_size, max_query_length, max_doc_length)
     for batch in ds:
         scores = score_fn(batch["query"], batch["doc"]).numpy()
@@ -30,11 +36,55 @@ def score_dev(
         docids = [d.decode() for d in batch["docid"].numpy()]
         labels = batch["label"].numpy()
         judged = batch["judged"].numpy()
-        for qid, docid, score, label, j in zip(qids, docids, scores, labels, judged):
-            run.setdefault(qid, {})[docid] = float(score)
+        first = batch["first_stage_score"].numpy()
+        for qid, docid, score, label, j, f in zip(qids, docids, scores, labels, judged, first):
+            out.run.setdefault(qid, {})[docid] = float(score)
+            out.first_stage.setdefault(qid, {})[docid] = float(f)
             if j == 1:
-                qrels.setdefault(qid, {})[docid] = int(np.round(label))
-    return qrels, run
+                out.qrels.setdefault(qid, {})[docid] = int(np.round(label))
+    return out
+
+
+def score_dev_embedded(
+    embed_fn: Callable[[tf.Tensor], tf.Tensor],
+    file_patterns: list[str],
+    batch_size: int,
+    max_query_length: int,
+    max_doc_length: int,
+) -> DevScores:
+    """score_dev for dual encoders: each distinct query and document is embedded once (in
+    length-sorted batches, so little padding), and a pair's score is the dot product of the
+    L2-normalised embeddings, i.e. the model's cosine. Dev candidates share documents across
+    queries, so this does several times less work than scoring every pair."""
+    out = DevScores({}, {}, {})
+    texts: dict[tuple[str, str], list[int]] = {}
+    pairs: list[tuple[str, str]] = []
+    ds = inputs.make_eval_dataset(file_patterns, batch_size, max_query_length, max_doc_length)
+    for batch in ds:
+        qids = [q.decode() for q in batch["qid"].numpy()]
+        docids = [d.decode() for d in batch["docid"].numpy()]
+        queries, docs = batch["query"].numpy(), batch["doc"].numpy()
+        labels, judged = batch["label"].numpy(), batch["judged"].numpy()
+        first = batch["first_stage_score"].numpy()
+        for i, (qid, docid) in enumerate(zip(qids, docids)):
+            texts[("q", qid)] = [int(t) for t in queries[i] if t]
+            texts[("d", docid)] = [int(t) for t in docs[i] if t]
+            pairs.append((qid, docid))
+            out.first_stage.setdefault(qid, {})[docid] = float(first[i])
+            if judged[i] == 1:
+                out.qrels.setdefault(qid, {})[docid] = int(np.round(labels[i]))
+    keys = sorted(texts, key=lambda k: (len(texts[k]), k))
+    vectors: dict[tuple[str, str], np.ndarray] = {}
+    for start in range(0, len(keys), batch_size):
+        chunk = keys[start : start + batch_size]
+        width = max(1, max(len(texts[k]) for k in chunk))
+        ids = np.zeros([len(chunk), width], np.int64)
+        for row, key in enumerate(chunk):
+            ids[row, : len(texts[key])] = texts[key]
+        vectors.update(zip(chunk, embed_fn(tf.constant(ids)).numpy().astype(np.float64)))
+    for qid, docid in pairs:
+        out.run.setdefault(qid, {})[docid] = float(vectors[("q", qid)] @ vectors[("d", docid)])
+    return out
 
 
 def validation_metric(

@@ -29,18 +29,37 @@ class HtmlReport(value_artifact.ValueArtifact):
         return serialized_value.decode("utf-8")
 
 
+class MarkdownReport(HtmlReport):
+    """The Markdown report as one file at the URI: KFP's `system.Markdown`, which the Kubeflow
+    Pipelines UI renders in its Visualization tab like `system.HTML`."""
+
+    TYPE_NAME = "system.Markdown"
+
+
+class ScalarMetrics(types.Artifact):
+    """KFP's `system.Metrics`: the Kubeflow Pipelines UI shows the artifact's numeric custom
+    properties as a table of scalars (the main measures, named "<measure> (<system>)"); the
+    directory at the URI holds the same values as `metrics.json`."""
+
+    TYPE_NAME = "system.Metrics"
+
+
 class RankingEvaluatorSpec(types.ComponentSpec):
     PARAMETERS = {
         # JSON of pipelines.config.EvaluatorConfig.
         "evaluator": component_spec.ExecutionParameter(type=str),
+        # The Pusher's base directory: the newest model served there is the baseline
+        # (components/ranking_evaluator/baseline.py). Empty: no baseline.
+        "push_destination": component_spec.ExecutionParameter(type=str, optional=True),
     }
     INPUTS = {
         "examples": component_spec.ChannelParameter(type=standard_artifacts.Examples),
         "model": component_spec.ChannelParameter(type=standard_artifacts.Model),
         "qrels": component_spec.ChannelParameter(type=artifacts.Qrels),
         "first_stage_run": component_spec.ChannelParameter(type=artifacts.TrecRun),
-        "baseline_model": component_spec.ChannelParameter(
-            type=standard_artifacts.Model, optional=True
+        # The Trainer's model_run (train_results.json): the report's training curves.
+        "model_run": component_spec.ChannelParameter(
+            type=standard_artifacts.ModelRun, optional=True
         ),
     }
     OUTPUTS = {
@@ -48,13 +67,16 @@ class RankingEvaluatorSpec(types.ComponentSpec):
         "blessing": component_spec.ChannelParameter(type=standard_artifacts.ModelBlessing),
         "candidate_run": component_spec.ChannelParameter(type=artifacts.TrecRun),
         "report": component_spec.ChannelParameter(type=HtmlReport),
+        # For the Kubeflow UI: the main measures as scalars, and the Markdown report.
+        "metrics": component_spec.ChannelParameter(type=ScalarMetrics),
+        "report_markdown": component_spec.ChannelParameter(type=MarkdownReport),
     }
 
 
 class RankingEvaluator(base_beam_component.BaseBeamComponent):
-    """Scores every first-stage candidate of the eval split with the model (and the baseline),
-    writes TREC runs, trec_eval-exact metrics, paired significance tests, a report, and a
-    standard ModelBlessing that the Pusher and the latest-blessed-model Resolver understand.
+    """Scores every first-stage candidate of the eval split with the model (and the baseline:
+    the newest model served under `push_destination`), writes TREC runs, trec_eval-exact
+    metrics, paired significance tests, a report, and a standard ModelBlessing for the Pusher.
 
     `evaluator` is pipelines.config.EvaluatorConfig as a dict; see docs/evaluator.md.
     """
@@ -69,7 +91,8 @@ class RankingEvaluator(base_beam_component.BaseBeamComponent):
         qrels: types.BaseChannel,
         first_stage_run: types.BaseChannel,
         evaluator: dict,
-        baseline_model: types.BaseChannel | None = None,
+        push_destination: str = "",
+        model_run: types.BaseChannel | None = None,
     ):
         super().__init__(
             spec=RankingEvaluatorSpec(
@@ -77,11 +100,14 @@ class RankingEvaluator(base_beam_component.BaseBeamComponent):
                 model=model,
                 qrels=qrels,
                 first_stage_run=first_stage_run,
-                baseline_model=baseline_model,
+                model_run=model_run,
+                push_destination=push_destination,
                 evaluator=json.dumps(evaluator, sort_keys=True),
                 evaluation=types.Channel(type=standard_artifacts.ModelEvaluation),
                 blessing=types.Channel(type=standard_artifacts.ModelBlessing),
                 candidate_run=types.Channel(type=artifacts.TrecRun),
                 report=types.Channel(type=HtmlReport),
+                metrics=types.Channel(type=ScalarMetrics),
+                report_markdown=types.Channel(type=MarkdownReport),
             )
         )

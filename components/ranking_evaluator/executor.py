@@ -1,12 +1,15 @@
 """RankingEvaluator executor: rerank held-out queries, score against qrels, bless or reject.
 
 Outputs (see docs/evaluator.md):
-- evaluation (ModelEvaluation): metrics.json, report.md, report.html and the three TREC runs
-  of the split, candidate.run, first_stage.run and (with a baseline) baseline.run;
+- evaluation (ModelEvaluation): metrics.json, report.md, report.html and the TREC runs of the
+  split: candidate.run (fused with the first stage when the model carries fusion),
+  first_stage.run, reranker.run (the reranker alone, with fusion) and baseline.run (if any);
 - candidate_run (rankpipe.TrecRun): the candidate's run again, as run.txt, for downstream use;
 - blessing (ModelBlessing): a BLESSED or NOT_BLESSED file holding the reasons, and the custom
-  properties the standard Pusher and LatestBlessedModelStrategy read;
-- report (system.HTML): report.html as a single file, which the Kubeflow UI renders.
+  properties the standard Pusher reads (`blessed`), with the models compared;
+- report (system.HTML): report.html as a single file, which the Kubeflow UI renders;
+- report_markdown (system.Markdown), metrics (system.Metrics): report.md as a single file, and
+  the main measures as scalars, also for the Kubeflow UI (kfp_ui.py, docs/kubeflow.md).
 """
 
 from __future__ import annotations
@@ -29,7 +32,17 @@ from tfx.utils import io_utils, path_utils
 
 from components import artifacts
 from components.file_io import write_text_atomic
-from components.ranking_evaluator import blessing, report, scoring, significance, trec_eval
+from components.ranking_evaluator import (
+    blessing,
+    kfp_ui,
+    plots,
+    report,
+    scoring,
+    significance,
+    trec_eval,
+)
+from components.ranking_evaluator.baseline import find_baseline
+from trainer_module import fusion
 
 BLESSED_FILE, NOT_BLESSED_FILE = "BLESSED", "NOT_BLESSED"
 METRICS_FILE = "metrics.json"
@@ -38,6 +51,7 @@ RUN_FILES = {
     "candidate": "candidate.run",
     "baseline": "baseline.run",
     "first_stage": "first_stage.run",
+    "reranker": "reranker.run",  # the candidate without fusion (when it carries fusion)
 }
 
 
@@ -87,7 +101,6 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         split = config["split"]
         examples = artifact_utils.get_single_instance(input_dict["examples"])
         model = artifact_utils.get_single_instance(input_dict["model"])
-        baseline = (input_dict.get("baseline_model") or [None])[0]
         evaluation = artifact_utils.get_single_instance(output_dict["evaluation"])
         blessing_artifact = artifact_utils.get_single_instance(output_dict["blessing"])
         run_artifact = artifact_utils.get_single_instance(output_dict["candidate_run"])
@@ -115,14 +128,12 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         finally:
             shutil.rmtree(local_dir, ignore_errors=True)
 
-        models = {"candidate": model}
-        # The resolver hands back the candidate itself when it is already the latest blessed
-        # model (a re-evaluation): comparing a model with itself says nothing.
-        same = baseline is not None and (
-            baseline.uri == model.uri or (bool(model.id) and baseline.id == model.id)
-        )
-        if baseline is not None and not same:
-            models["baseline"] = baseline
+        # SavedModel directories by system. The baseline is the model served now: the newest
+        # version under the push destination (a pushed version dir is the SavedModel itself).
+        models = {"candidate": path_utils.serving_model_path(model.uri)}
+        baseline = find_baseline(exec_properties.get("push_destination") or "", model.uri)
+        if baseline is not None:
+            models["baseline"] = baseline.path
 
         # ---- scoring: every candidate of the split, all models in one fused Beam pass ---------
         split_uri = artifact_utils.get_split_uri([examples], split)
@@ -139,7 +150,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
                 )
                 | "Score"
                 >> scoring.ScoreExamples(
-                    [path_utils.serving_model_path(m.uri) for m in models.values()],
+                    list(models.values()),
                     batch_size=config.get("batch_size", 256),
                 )
                 | "ToJson" >> beam.Map(json.dumps)
@@ -167,6 +178,15 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         )
         if missing:
             logging.warning("%d first-stage candidates of the split have no example", missing)
+        # Fusion with the first stage, as each model ranks when it carries fusion (its SavedModel's
+        # assets.extra/fusion.json; the rank_candidates signature computes the same): "candidate"
+        # and "baseline" are then the fused rankings, "reranker" the candidate's scores alone.
+        fusions = {name: fusion.read_fusion(path) for name, path in models.items()}
+        if fusions["candidate"] is not None:
+            runs["reranker"] = runs["candidate"]
+        for name, fused in fusions.items():
+            if fused is not None:
+                runs[name] = fusion.fuse_run(runs[name], runs["first_stage"], fused["alpha"])
         # Full judgments: relevant documents the first stage never retrieved count (recall,
         # MAP, nDCG's ideal ranking), exactly as trec_eval run on the files would count them.
         split_qrels = {q: qrels[q] for q in split_qids if qrels.get(q)}
@@ -191,6 +211,20 @@ class Executor(base_beam_executor.BaseBeamExecutor):
             for reference in ("first_stage", "baseline")
             if reference in per_query
         }
+        # The reranker alone against the first stage too, for the report (never for blessing).
+        reranker_comparisons = (
+            {
+                "first_stage": significance.compare_per_query(
+                    per_query["first_stage"],
+                    per_query["reranker"],
+                    metric_names,
+                    trials=config["randomization_trials"],
+                    seed=config["seed"],
+                )
+            }
+            if "reranker" in per_query
+            else {}
+        )
         decision = blessing.decide(aggregates["candidate"], comparisons, config)
 
         # ---- outputs --------------------------------------------------------------------------
@@ -217,6 +251,9 @@ class Executor(base_beam_executor.BaseBeamExecutor):
             "aggregate": aggregates,
             "per_query": per_query,
             "comparisons": comparisons,
+            "reranker_comparisons": reranker_comparisons,
+            "fusion": fusions["candidate"],
+            "baseline_fusion": fusions.get("baseline"),
             "blessed": decision.blessed,
             "reasons": decision.reasons,
             "checks": decision.checks,
@@ -233,25 +270,48 @@ class Executor(base_beam_executor.BaseBeamExecutor):
             "runs": {name: RUN_FILES[name] for name in runs},
             "model": model.uri,
             "model_id": model.id,
-            "baseline_model": models["baseline"].uri if "baseline" in models else None,
-            "baseline_model_id": models["baseline"].id if "baseline" in models else None,
+            "baseline_model": baseline.path if baseline else None,
+            "baseline_version": baseline.version if baseline else None,
             "scoring_seconds": round(scoring_seconds, 2),
             "candidates_per_second": round(n_scored * len(models) / scoring_seconds, 1),
             "seconds": round(time.time() - start, 1),
         }
-        html = report.html(metrics)
+        html = report.html(
+            metrics,
+            plots.figures_or_none(
+                plots.read_train_results((input_dict.get("model_run") or [None])[0]),
+                runs["candidate"],
+                split_qrels,
+                level,
+            ),
+        )
         write_text_atomic(os.path.join(evaluation.uri, METRICS_FILE), json.dumps(metrics, indent=2))
         write_text_atomic(os.path.join(evaluation.uri, "report.md"), report.markdown(metrics))
         write_text_atomic(os.path.join(evaluation.uri, "report.html"), html)
         if report_artifact is not None:
             report_artifact.value = html  # one file at the URI: what the KFP UI renders
+        # Kubeflow UI: the report as Markdown too, and the main measures as scalars.
+        for key, display_name in kfp_ui.DISPLAY_NAMES.items():
+            for artifact in output_dict.get(key) or []:
+                artifact.set_string_custom_property("display_name", display_name)
+        if output_dict.get("report_markdown"):
+            output_dict["report_markdown"][0].value = report.markdown(metrics)
+        if output_dict.get("metrics"):
+            ui_metrics = artifact_utils.get_single_instance(output_dict["metrics"])
+            for name, value in kfp_ui.scalars(metrics).items():
+                ui_metrics.set_float_custom_property(name, value)
+            write_text_atomic(
+                os.path.join(ui_metrics.uri, METRICS_FILE),
+                json.dumps(kfp_ui.scalars(metrics), indent=2),
+            )
         # Headline numbers on the artifact itself, for MLMD queries and the KFP artifact view.
         evaluation.set_int_custom_property("blessed", int(decision.blessed))
         evaluation.set_string_custom_property("main_metric", main)
         for name, values in aggregates.items():
             evaluation.set_float_custom_property(f"{name}_{main}", values[main])
 
-        # Standard ModelBlessing contract: Pusher and the LatestBlessedModel resolver read these.
+        # Standard ModelBlessing contract: the Pusher reads `blessed`; the rest says what was
+        # compared (the baseline is a served version directory, not an MLMD artifact).
         write_text_atomic(
             os.path.join(
                 blessing_artifact.uri, BLESSED_FILE if decision.blessed else NOT_BLESSED_FILE
@@ -260,10 +320,9 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         )
         blessing_artifact.set_int_custom_property("blessed", int(decision.blessed))
         blessing_artifact.set_string_custom_property("current_model", model.uri)
-        blessing_artifact.set_int_custom_property("current_model_id", model.id)
-        if "baseline" in models:
-            blessing_artifact.set_string_custom_property("baseline_model", baseline.uri)
-            blessing_artifact.set_int_custom_property("baseline_model_id", baseline.id)
+        if baseline is not None:
+            blessing_artifact.set_string_custom_property("baseline_model", baseline.path)
+            blessing_artifact.set_int_custom_property("baseline_version", baseline.version)
         logging.info(
             "RankingEvaluator: %s %s = %.4f (first stage %.4f%s) -> %s %s",
             split,

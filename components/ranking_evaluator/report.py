@@ -5,9 +5,17 @@ from __future__ import annotations
 
 import html as html_lib
 import math
+from collections.abc import Sequence
 
-SYSTEMS = ("first_stage", "baseline", "candidate")
-LABELS = {"first_stage": "first stage", "baseline": "baseline", "candidate": "candidate"}
+from components.ranking_evaluator import plots
+
+SYSTEMS = ("first_stage", "baseline", "reranker", "candidate")
+LABELS = {
+    "first_stage": "first stage",
+    "baseline": "baseline",
+    "reranker": "reranker alone",
+    "candidate": "candidate",
+}
 WORST_QUERIES = 10
 
 
@@ -15,20 +23,44 @@ def _p(value: float) -> str:
     return "n/a" if value is None or math.isnan(value) else f"{value:.4f}"
 
 
+def system_label(metrics: dict, system: str) -> str:
+    """A system's column name; the candidate is "fused (alpha=...)" when it carries fusion."""
+    fusion = metrics.get("fusion")
+    if system == "candidate" and fusion:
+        return f"fused (alpha={fusion['alpha']:.2f})"
+    return LABELS[system]
+
+
+def comparison_columns(metrics: dict) -> list[tuple[str, str, dict]]:
+    """(system, reference, stats by measure) of every comparison the report shows: the
+    candidate (what the blessing judges) vs the first stage and the baseline, and with fusion
+    the reranker alone vs the first stage."""
+    out = [
+        ("candidate", ref, metrics["comparisons"][ref])
+        for ref in ("first_stage", "baseline")
+        if ref in metrics["comparisons"]
+    ]
+    for ref, stats in metrics.get("reranker_comparisons", {}).items():
+        out.append(("reranker", ref, stats))
+    return out
+
+
 def summary_rows(metrics: dict) -> list[list[str]]:
-    """Header + one row per measure: each system's mean, then per reference the change,
-    paired t-test and randomization p-values and wins/ties/losses of the candidate."""
+    """Header + one row per measure: each system's mean, then per comparison the change,
+    paired t-test and randomization p-values and wins/ties/losses."""
     agg = metrics["aggregate"]
     systems = [s for s in SYSTEMS if s in agg]
-    references = [r for r in ("first_stage", "baseline") if r in metrics["comparisons"]]
-    header = ["measure", *(LABELS[s] for s in systems)]
-    for ref in references:
-        header += [f"Δ vs {LABELS[ref]}", "p (t-test)", "p (randomization)", "W/T/L"]
+    columns = comparison_columns(metrics)
+    several = len({system for system, _, _ in columns}) > 1
+    header = ["measure", *(system_label(metrics, s) for s in systems)]
+    for system, ref, _ in columns:
+        who = f"{LABELS[system]} " if several else ""
+        header += [f"Δ {who}vs {LABELS[ref]}", "p (t-test)", "p (randomization)", "W/T/L"]
     rows = [header]
     for measure in agg["candidate"]:
         row = [measure, *(f"{agg[s][measure]:.4f}" for s in systems)]
-        for ref in references:
-            stats = metrics["comparisons"][ref][measure]
+        for _, _, by_measure in columns:
+            stats = by_measure[measure]
             row += [
                 f"{stats['mean_delta']:+.4f}",
                 _p(stats["ttest_p"]),
@@ -37,6 +69,19 @@ def summary_rows(metrics: dict) -> list[list[str]]:
             ]
         rows.append(row)
     return rows
+
+
+def fusion_note(metrics: dict) -> str:
+    """One sentence on how the candidate ranks (fused or not), for both reports."""
+    fusion = metrics.get("fusion")
+    if not fusion:
+        return "The candidate ranks by the reranker's scores alone (no first-stage fusion)."
+    how = "tuned on the dev queries" if fusion.get("mode") == "tuned" else "fixed in the config"
+    return (
+        f"The candidate ranks by alpha * reranker + (1 - alpha) * first stage (both min-max "
+        f"normalised per query), alpha = {fusion['alpha']:.2f} {how}; the blessing judges this "
+        'fused ranking. "reranker alone" is the same model without fusion.'
+    )
 
 
 def per_query_deltas(metrics: dict, reference: str = "first_stage") -> list[tuple]:
@@ -75,19 +120,23 @@ def markdown(metrics: dict) -> str:
     lines += ["| " + " | ".join(r) + " |" for r in rows[1:]]
     lines += [
         "",
-        "Δ is the candidate minus the reference, averaged over queries; W/T/L counts the "
-        "queries where the candidate wins, ties or loses.",
+        "Δ is the system minus the reference, averaged over queries; W/T/L counts the "
+        "queries where the system wins, ties or loses. " + fusion_note(metrics),
     ]
     for ref in _references(metrics):
         label = LABELS[ref]
         lines += ["", f"## Worst queries by {main} change vs {label}", ""]
-        lines += [f"| qid | {label} | candidate | Δ |", "|---|---|---|---|"]
+        lines += [
+            f"| qid | {label} | {system_label(metrics, 'candidate')} | Δ |",
+            "|---|---|---|---|",
+        ]
         lines += [
             f"| {q} | {r:.4f} | {c:.4f} | {d:+.4f} |"
             for q, r, c, d in per_query_deltas(metrics, ref)[:WORST_QUERIES]
         ]
     lines += ["", "## Files", ""]
-    lines += [f"- {LABELS[s]} run: `{f}`" for s, f in metrics.get("runs", {}).items()]
+    runs = metrics.get("runs", {})
+    lines += [f"- {system_label(metrics, s)} run: `{f}`" for s, f in runs.items()]
     lines.append("- metrics (aggregate and per query): `metrics.json`")
     return "\n".join(lines) + "\n"
 
@@ -100,33 +149,10 @@ def _table(rows: list[list[str]], header: bool = True) -> str:
     return "<table>" + "".join(out) + "</table>"
 
 
-def delta_plot(deltas: list[tuple], width: int = 720, height: int = 220) -> str:
-    """Inline SVG: one bar per query (sorted), green above zero, red below; hover shows qid."""
-    bar_w = width / max(1, len(deltas))
-    peak = max([abs(d) for *_, d in deltas] + [1e-9])
-    mid = height / 2
-    bars = []
-    for i, (q, r, c, d) in enumerate(deltas):
-        h = abs(d) / peak * (mid - 2)
-        y = mid - h if d >= 0 else mid
-        title = html_lib.escape(f"{q}: {r:.4f} -> {c:.4f} ({d:+.4f})")
-        bars.append(
-            f'<rect x="{i * bar_w:.1f}" y="{y:.1f}" width="{max(bar_w - 1, 1):.1f}" '
-            f'height="{max(h, 0.5):.1f}" fill="{"#2a7" if d >= 0 else "#c33"}">'
-            f"<title>{title}</title></rect>"
-        )
-    return (
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'role="img" style="border:1px solid #ccc">'
-        f'<line x1="0" y1="{mid}" x2="{width}" y2="{mid}" stroke="#888"/>{"".join(bars)}'
-        f'<text x="4" y="12" font-size="11">+{peak:.3f}</text>'
-        f'<text x="4" y="{height - 4}" font-size="11">-{peak:.3f}</text></svg>'
-    )
-
-
-def html(metrics: dict) -> str:
-    """A standalone page: verdict and reasons, summary table, per-query delta plots and the
-    worst queries against each reference."""
+def html(metrics: dict, figures: Sequence[tuple[str, str, str]] = ()) -> str:
+    """A standalone page: verdict and reasons, summary table, `figures` (title, caption, inline
+    SVG: plots.report_figures' training curves and score distributions), then per reference a
+    per-query change plot and the worst queries."""
     main = html_lib.escape(metrics["main_metric"])
     verdict = _verdict(metrics)
     items = [f"<li class='fail'>failed: {html_lib.escape(r)}</li>" for r in metrics["reasons"]]
@@ -135,25 +161,33 @@ def html(metrics: dict) -> str:
     for ref in _references(metrics):
         label = LABELS[ref]
         deltas = per_query_deltas(metrics, ref)
-        worst = [["qid", label, "candidate", "Δ"]] + [
+        worst = [["qid", label, system_label(metrics, "candidate"), "Δ"]] + [
             [q, f"{r:.4f}", f"{c:.4f}", f"{d:+.4f}"] for q, r, c, d in deltas[:WORST_QUERIES]
         ]
         sections.append(
             f"<h2>Per-query {main} change vs {label}</h2>"
-            f"<p>{len(deltas)} queries, sorted by change; hover a bar for the query.</p>"
-            f"{delta_plot(deltas)}<h3>Worst queries vs {label}</h3>{_table(worst)}"
+            f"<p>{len(deltas)} queries, sorted by change (green: the candidate is better).</p>"
+            f"<figure class='plot'>"
+            f"{plots.per_query_change(deltas, metrics['main_metric'], label)}</figure>"
+            f"<h3>Worst queries vs {label}</h3>{_table(worst)}"
         )
+    pictures = "".join(
+        f"<h2>{html_lib.escape(title)}</h2><p>{html_lib.escape(caption)}</p>"
+        f"<figure class='plot'>{svg}</figure>"
+        for title, caption, svg in figures
+    )
     return (
         "<!doctype html><html><head><meta charset='utf-8'><title>RankingEvaluator report</title>"
         "<style>body{font-family:sans-serif;margin:1em}table{border-collapse:collapse}"
         "td,th{padding:2px 8px;border-bottom:1px solid #ddd;text-align:right}"
         "td:first-child,th:first-child{text-align:left}.fail{color:#c33}"
-        ".BLESSED{color:#2a7}.NOT{color:#c33}</style></head><body>"
+        ".BLESSED{color:#2a7}.NOT{color:#c33}figure.plot{margin:0}"
+        "figure.plot svg{max-width:100%;height:auto}</style></head><body>"
         f"<h1>RankingEvaluator: <span class='{verdict.split()[0]}'>{verdict}</span></h1>"
         f"<p>{html_lib.escape(metrics['split'])} split, {metrics['num_queries']} queries, "
         f"{metrics['candidates_scored']} candidates scored.</p>"
         f"<ul>{''.join(items)}</ul><h2>Summary</h2>{_table(summary_rows(metrics))}"
-        "<p>Δ is the candidate minus the reference, averaged over queries; W/T/L counts the "
-        "queries where the candidate wins, ties or loses.</p>"
-        f"{''.join(sections)}</body></html>"
+        "<p>Δ is the system minus the reference, averaged over queries; W/T/L counts the "
+        f"queries where the system wins, ties or loses. {html_lib.escape(fusion_note(metrics))}</p>"
+        f"{pictures}{''.join(sections)}</body></html>"
     )

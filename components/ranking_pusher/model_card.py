@@ -47,7 +47,11 @@ def build(
         "signatures": {
             "serving_default": "query: string [N], document: string [N] -> score: float32 [N]",
             "score_examples": "examples: serialized tf.Example string [N] -> score: float32 [N]",
+            "rank_candidates": "query: string [], documents: string [N], first_stage_scores: "
+            "float32 [N] -> fused_score, reranker_score: float32 [N]",
         },
+        # First-stage fusion the model ranks with (alpha, how it was chosen), or None.
+        "fusion": (evaluation or {}).get("fusion"),
         "data": datagen_summary,
         "config": {key: config[key] for key in _CONFIG_SECTIONS if key in config},
         "evaluation": None,
@@ -82,6 +86,7 @@ def build(
                 for ref, stats in evaluation["comparisons"].items()
             },
             "baseline_model": evaluation.get("baseline_model"),
+            "baseline_version": evaluation.get("baseline_version"),
         }
     return card
 
@@ -98,13 +103,15 @@ def _metrics_table(ev: dict[str, Any]) -> list[str]:
     ordered = [m for m in _HEADLINE if m in measures]
     ordered += [m for m in measures if m not in ordered]
     systems = [s for s in ("first_stage", "baseline") if s in agg]
-    labels = {"first_stage": "first stage", "baseline": "previous blessed model"}
-    head = ["measure", *(labels[s] for s in systems), "this model"]
+    labels = {"first_stage": "first stage", "baseline": "model served before"}
+    alone = ["reranker"] if "reranker" in agg else []  # with fusion: the model without it
+    head = ["measure", *(labels[s] for s in systems), *(["reranker alone"] * len(alone))]
+    head.append("this model (fused)" if alone else "this model")
     for ref in systems:
         head += [f"Δ vs {labels[ref]}", "p (randomization)", "W/T/L"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for m in ordered:
-        row = [m, *(_fmt(agg[s][m]) for s in systems), _fmt(agg["candidate"][m])]
+        row = [m, *(_fmt(agg[s][m]) for s in [*systems, *alone]), _fmt(agg["candidate"][m])]
         for ref in systems:
             s = ev["comparisons"][ref][m]
             row += [
@@ -134,6 +141,18 @@ def markdown(card: dict[str, Any]) -> str:
             f"- training: {trainer.get('train_steps')} steps, batch size "
             f"{trainer.get('batch_size')}, learning rate {trainer.get('learning_rate')}",
         ]
+    fusion = card.get("fusion")
+    if fusion:
+        lines.append(
+            f"- ranks by alpha * reranker + (1 - alpha) * first stage (min-max per query), "
+            f"alpha = {fusion['alpha']:.2f} ({fusion.get('mode')})"
+            + (
+                f"; dev {fusion['metric']}: fused {fusion['dev_fused']:.4f}, reranker alone "
+                f"{fusion['dev_reranker']:.4f}, first stage {fusion['dev_first_stage']:.4f}"
+                if "dev_fused" in fusion
+                else ""
+            )
+        )
     lines += [f"- signature `{k}`: {v}" for k, v in card["signatures"].items()]
     usage = USAGE.format(path=card["serving_path"]).rstrip()
     lines += ["", "Scoring raw text:", "", "```python", usage, "```"]
@@ -171,7 +190,9 @@ def markdown(card: dict[str, Any]) -> str:
         lines += [f"- failed: {r}" for r in ev["reasons"]]
         heading = "## Metrics vs the first stage"
         if "baseline" in ev["aggregate"]:
-            heading += " and the previous blessed model"
+            heading += " and the model served before"
+            if ev.get("baseline_version") is not None:
+                heading += f" (version {ev['baseline_version']})"
         lines += ["", heading, "", *_metrics_table(ev)]
     else:
         lines.append("- not recorded (the Pusher was given no evaluation)")

@@ -14,13 +14,16 @@ from ml_metadata.proto import metadata_store_pb2
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-def run_cranfield_pipeline(outputs: Path, name: str, overrides: list[str]) -> Path:
-    """`rankpipe run cranfield` as pipeline `name` under `outputs` (RANKPIPE_OUTPUTS) with
-    `--set` overrides; exits with its output on failure; returns the pipeline root."""
-    argv = [sys.executable, "-m", "pipelines.cli", "run", "cranfield"]
+def run_cranfield_pipeline(
+    outputs: Path, name: str, overrides: list[str], config: str = "cranfield-knrm"
+) -> Path:
+    """`rankpipe run CONFIG` (a Cranfield config; the from-scratch one by default) as pipeline
+    `name` under `outputs` (RANKPIPE_OUTPUTS) with `--set` overrides; exits with its output on
+    failure; returns the pipeline root."""
+    argv = [sys.executable, "-m", "pipelines.cli", "run", config]
     for override in [f"runner.pipeline_name={name}", *overrides]:
         argv += ["--set", override]
-    print(f"running the cranfield pipeline {name} under {outputs} ...", flush=True)
+    print(f"running the {config} pipeline {name} under {outputs} ...", flush=True)
     t0 = time.perf_counter()
     env = dict(os.environ, RANKPIPE_OUTPUTS=str(outputs))
     proc = subprocess.run(argv, cwd=REPO_ROOT, env=env, capture_output=True, text=True)

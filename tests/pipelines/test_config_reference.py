@@ -13,10 +13,14 @@ def _leaf_keys(cls: type, prefix: str = "") -> set[str]:
     hints = typing.get_type_hints(cls)
     keys = set()
     for field in dataclasses.fields(cls):
-        if dataclasses.is_dataclass(hints[field.name]):
-            keys |= _leaf_keys(hints[field.name], prefix + field.name + ".")
+        tp = hints[field.name]
+        if dataclasses.is_dataclass(tp):
+            keys |= _leaf_keys(tp, prefix + field.name + ".")
         elif field.name != "source":
             keys.add(prefix + field.name)
+            if typing.get_origin(tp) is dict and dataclasses.is_dataclass(typing.get_args(tp)[1]):
+                item = f"{prefix}{field.name}.<{field.name.rstrip('s')}>."
+                keys |= _leaf_keys(typing.get_args(tp)[1], item)
     return keys
 
 
@@ -32,3 +36,5 @@ def test_reference_covers_every_key() -> None:
     assert set(listed) == _leaf_keys(PipelineConfig)
     assert len(listed) == len(set(listed))
     assert {"collection.documents", "trainer.learning_rate", "datagen.sampling.mode"} <= set(listed)
+    # Mappings of sections document the section's keys once.
+    assert "runner.kubeflow.components.<component>.memory_limit" in listed

@@ -20,6 +20,7 @@ from ml_metadata import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
 from components.ranking_datagen import readers
+from components.ranking_evaluator import trec_eval
 from pipelines.config import load_config
 
 pytestmark = pytest.mark.e2e
@@ -41,7 +42,7 @@ OVERRIDES = [
 
 
 def _run(env: dict[str, str]) -> subprocess.CompletedProcess:
-    args = [sys.executable, "-m", "pipelines.cli", "run", "cranfield"]
+    args = [sys.executable, "-m", "pipelines.cli", "run", "cranfield-knrm"]
     for override in OVERRIDES:
         args += ["--set", override]
     return subprocess.run(args, env=env, capture_output=True, text=True, check=False)
@@ -58,7 +59,7 @@ def e2e(tmp_path_factory, shared_data: Path):
     old = os.environ.get("RANKPIPE_OUTPUTS")
     os.environ["RANKPIPE_OUTPUTS"] = str(outputs)
     try:
-        config = load_config("cranfield", OVERRIDES)
+        config = load_config("cranfield-knrm", OVERRIDES)
     finally:
         if old is None:
             os.environ.pop("RANKPIPE_OUTPUTS")
@@ -128,7 +129,7 @@ def test_training_loss_falls_on_cranfield(e2e) -> None:
 def test_model_exports_both_signatures(e2e) -> None:
     model = _latest(e2e["store"], "Model")
     loaded = tf.saved_model.load(os.path.join(model.uri, "Format-Serving"))
-    assert {"serving_default", "score_examples"} <= set(loaded.signatures)
+    assert {"serving_default", "score_examples", "rank_candidates"} <= set(loaded.signatures)
     scores = loaded.signatures["serving_default"](
         query=tf.constant(["heat conduction in composite slabs"] * 2),
         document=tf.constant(["heat conduction in a composite slab", "wing flutter at mach 2"]),
@@ -170,9 +171,13 @@ def test_blessing_and_push_serve_raw_text(e2e, shared_data: Path) -> None:
     destination = pushed.custom_properties["pushed_destination"].string_value
     assert destination in e2e["first"].stdout
 
-    # The pushed model scores raw text exactly as the evaluator scored the same pairs.
+    # The pushed model scores raw text exactly as the evaluator scored the same pairs (the
+    # reranker alone: the shipped config fuses with BM25, so candidate.run is the fused run).
     evaluation = _latest(store, "ModelEvaluation")
-    run_rows = [line.split() for line in open(os.path.join(evaluation.uri, "candidate.run"))]
+    with open(os.path.join(evaluation.uri, "metrics.json")) as f:
+        metrics = json.load(f)
+    assert metrics["fusion"]["mode"] == "tuned" and metrics["runs"]["reranker"] == "reranker.run"
+    run_rows = [line.split() for line in open(os.path.join(evaluation.uri, "reranker.run"))]
     sample = run_rows[:: max(1, len(run_rows) // 20)][:20]
     cran = shared_data / "cranfield"
     queries = {
@@ -193,6 +198,21 @@ def test_blessing_and_push_serve_raw_text(e2e, shared_data: Path) -> None:
     expected = [float(r[4]) for r in sample]
     assert scores.tolist() == pytest.approx(expected, abs=1e-5)
 
+    # Its rank_candidates signature fuses one query's candidates with their first-stage scores
+    # exactly as the evaluator fused them (candidate.run), at the alpha the Trainer chose.
+    fused_run = trec_eval.read_run(os.path.join(evaluation.uri, "candidate.run"))
+    first_stage = trec_eval.read_run(os.path.join(evaluation.uri, "first_stage.run"))
+    for qid in sorted(fused_run)[:3]:
+        docids = sorted(fused_run[qid])
+        out = model.signatures["rank_candidates"](
+            query=tf.constant(queries[qid]),
+            documents=tf.constant([docs[d] for d in docids]),
+            first_stage_scores=tf.constant([first_stage[qid][d] for d in docids], tf.float32),
+        )
+        assert out["fused_score"].numpy().tolist() == pytest.approx(
+            [fused_run[qid][d] for d in docids], abs=1e-5
+        )
+
 
 def test_summary_reports_metrics_next_to_first_stage(e2e) -> None:
     out = e2e["first"].stdout
@@ -210,11 +230,12 @@ def test_second_identical_run_is_cached(e2e) -> None:
         "tfx.components.example_validator.component.ExampleValidator",
         "components.example_gate.ExampleGate",
         "tfx.components.trainer.component.Trainer",
+        "components.ranking_evaluator.component.RankingEvaluator",
+        "components.ranking_pusher.component.RankingPusher",
     ):
         states = [e.last_known_state for e in store.get_executions_by_type(type_name)]
         assert states == [complete, cached], type_name
-    # The evaluator runs again: the resolver now supplies the first run's blessed model as a
-    # baseline. The same model is not pushed twice.
-    pushed = sorted(store.get_artifacts_by_type("PushedModel"), key=lambda a: a.id)
-    destinations = {a.custom_properties["pushed_destination"].string_value for a in pushed}
-    assert len(pushed) == 2 and len(destinations) == 1
+    # No Resolver: the evaluator's inputs and properties are unchanged, so it is cached too (its
+    # baseline is found at run time under the push destination), and so is the push: one model,
+    # pushed once.
+    assert len(store.get_artifacts_by_type("PushedModel")) == 1

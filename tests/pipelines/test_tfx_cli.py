@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -60,7 +61,12 @@ def test_tfx_cli_creates_and_runs_the_local_pipeline(tmp_path: Path) -> None:
         text=True,
         check=False,
     )
-    assert run.returncode == 0, run.stderr[-5000:]
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-5000:]
+    # The same console as `rankpipe run`: component lines, the summary, the log file's path.
+    assert re.search(r"^ +\[\d+/\d+\] Trainer +done ", run.stdout, re.M), run.stdout
+    assert "rankpipe: pipeline 'rankpipe-tfx-cli' finished." in run.stdout
+    log = re.search(r"^Log: (\S+)$", run.stdout, re.M)
+    assert log and "Component Trainer is finished." in Path(log.group(1)).read_text()
     root = tmp_path / "outputs" / "pipelines" / "rankpipe-tfx-cli"
     assert (root / "metadata.sqlite").exists()
     evaluations = list((root / "RankingEvaluator" / "evaluation").glob("*/metrics.json"))

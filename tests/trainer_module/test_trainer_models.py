@@ -20,7 +20,7 @@ def test_scores_ignore_batch_padding(name):
 
 
 def test_registry_lists_models():
-    assert model_names() == ["bert", "conv_knrm", "knrm", "transformer"]
+    assert model_names() == ["bert", "conv_knrm", "dual_encoder", "knrm", "transformer"]
 
 
 def test_transformer_positions_must_cover_max_lengths():

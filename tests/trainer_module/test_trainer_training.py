@@ -42,6 +42,13 @@ def test_loss_falls_and_validation_runs(loss, fixture, request, transform_graph,
         "examples_per_sec",
         "peak_host_rss_mb",
     } <= set(data)
+    # The curves the evaluation report draws: the mean loss of each log_every (10) window and
+    # the dev metric of each validation (every 20 steps).
+    assert [step for step, _ in data["loss_history"]] == [10, 20, 30, 40]
+    for i, (_, mean_loss) in enumerate(data["loss_history"]):
+        assert mean_loss == pytest.approx(np.mean(losses[10 * i : 10 * (i + 1)]))
+    assert [step for step, _ in data["validation_history"]] == [20, 40]
+    assert data["validation_history"][-1][1] == pytest.approx(result.final_metric)
 
 
 def test_divergence_guard_names_step_and_loss(examples_dir, transform_graph, tmp_path):

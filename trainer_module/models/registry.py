@@ -14,6 +14,7 @@ import tf_keras as keras
 from trainer_module.config import TrainerConfig
 from trainer_module.models.bert import build_bert
 from trainer_module.models.conv_knrm import ConvKnrm
+from trainer_module.models.dual_encoder import build_dual_encoder
 from trainer_module.models.embeddings import embedding_initializer
 from trainer_module.models.knrm import Knrm
 from trainer_module.models.transformer import TransformerCrossEncoder, special_token_ids
@@ -47,11 +48,16 @@ def _bert(cfg: TrainerConfig, vocab_size: int, vocab: list[str] | None, lq: int,
     return build_bert(cfg.bert, cfg.seed, vocab_size, vocab, lq, ld)
 
 
+def _dual_encoder(cfg: TrainerConfig, vocab_size: int, vocab: list[str] | None, lq: int, ld: int):
+    return build_dual_encoder(cfg.dual_encoder, cfg.seed, vocab_size, vocab, lq, ld)
+
+
 _REGISTRY: dict[str, Builder] = {
     "knrm": _knrm,
     "conv_knrm": _conv_knrm,
     "transformer": _transformer,
     "bert": _bert,
+    "dual_encoder": _dual_encoder,
 }
 
 

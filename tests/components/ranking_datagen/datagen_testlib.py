@@ -376,7 +376,7 @@ CRANFIELD_OVERRIDES = ("datagen.sampling.samples_per_query=8", "datagen.num_shar
 
 
 def cranfield_config(*overrides: str) -> tuple[dict, dict]:
-    return named_config("cranfield", *overrides)
+    return named_config("cranfield-knrm", *overrides)
 
 
 if __name__ == "__main__":  # the child process of run_pipeline

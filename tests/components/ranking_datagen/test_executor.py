@@ -237,7 +237,7 @@ def test_cranfield_training_pairs(cranfield_bm25: Outputs, shared_data: Path) ->
         qid = feature(ex, "qid")[0]
         pos, neg = feature(ex, "docids")
         labels = feature(ex, "labels")
-        assert gains[(qid, pos)] >= 2  # cranfield.yaml: positive_threshold 2
+        assert gains[(qid, pos)] >= 2  # cranfield-knrm.yaml: positive_threshold 2
         assert labels == [gains[(qid, pos)], max(gains.get((qid, neg), 0), 0)]
         assert labels[1] < labels[0]
         assert neg in candidates[qid]
@@ -366,7 +366,7 @@ def test_given_vocab_is_used_as_is(cranfield_lucene: Outputs, cranfield_bm25: Ou
 
 @pytest.fixture(scope="module")
 def msmarco(shared_env: Path, tmp_path_factory: pytest.TempPathFactory) -> Outputs:
-    configs = named_config("msmarco-subset", "datagen.sampling.samples_per_query=8")
+    configs = named_config("msmarco-subset-knrm", "datagen.sampling.samples_per_query=8")
     return run_pipeline(tmp_path_factory.mktemp("msmarco"), *configs)
 
 
@@ -400,7 +400,7 @@ def test_msmarco_counts_splits_and_labels(msmarco: Outputs, shared_data: Path) -
     for ex in msmarco.examples("train"):
         qid = feature(ex, "qid")[0]
         pos, neg = feature(ex, "docids")
-        assert grades[(qid, pos)] >= 2  # msmarco-subset.yaml: positive_threshold 2
+        assert grades[(qid, pos)] >= 2  # msmarco-subset-knrm.yaml: positive_threshold 2
         assert grades.get((qid, neg), 0) < grades[(qid, pos)]
     assert check_schema(msmarco) == sum(summary["examples_per_split"].values())
 

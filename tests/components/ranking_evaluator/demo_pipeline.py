@@ -2,7 +2,7 @@
 
 Run 1 trains, evaluates (no baseline yet), blesses and pushes; run 2 changes one trainer
 setting, so the Trainer retrains and the RankingEvaluator compares the new model against the
-model blessed in run 1 (the Resolver's baseline). Everything upstream of the Trainer is cached
+model run 1 pushed (the model served, its baseline). Everything upstream of the Trainer is cached
 in run 2. Both runs live under one temporary RANKPIPE_OUTPUTS and are made at most once per
 test session (module-level cache: the evaluator and pusher conftests share this module).
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -28,7 +29,24 @@ COMMON_SETTINGS = [
     "runner.beam.direct_running_mode=in_memory",
     "runner.beam.direct_num_workers=1",
 ]
-RUN_SETTINGS = (["trainer.train_steps=120"], ["trainer.train_steps=121"])
+# Run 2 must be pushed too (the pusher tests read both versions): one more step may score a
+# hair below run 1, which the default min_delta_vs_baseline (0.0) would refuse.
+RUN_SETTINGS = (
+    ["trainer.train_steps=120"],
+    ["trainer.train_steps=121", "evaluator.min_delta_vs_baseline=null"],
+)
+# A model worse than BM25 under the demo's evaluator config, whose first-stage / baseline rules
+# are the defaults: a tiny Transformer after one step (about a random ranking; KNRM learns the
+# demo within two steps), no fusion. It must end NOT BLESSED and not be pushed.
+WORSE_SETTINGS = [
+    "trainer.model=transformer",
+    "trainer.transformer.hidden_size=32",
+    "trainer.transformer.num_layers=1",
+    "trainer.transformer.num_heads=2",
+    "trainer.transformer.intermediate_size=64",
+    "trainer.train_steps=1",
+    "trainer.fusion=none",
+]
 
 
 @dataclass
@@ -43,6 +61,7 @@ class PipelineRun:
     model: metadata_store_pb2.Artifact
     pushed: metadata_store_pb2.Artifact
     metrics: dict = field(default_factory=dict)
+    stderr: str = ""
 
 
 @dataclass
@@ -64,7 +83,8 @@ class DemoRuns:
 _CACHE: dict[str, DemoRuns] = {}
 
 
-def _run_pipeline(outputs: Path, settings: list[str]) -> str:
+def _run_pipeline(outputs: Path, settings: list[str]) -> tuple[str, str]:
+    """(stdout, stderr) of `rankpipe run demo`; on failure the log file's tail is raised."""
     env = dict(os.environ, RANKPIPE_OUTPUTS=str(outputs))
     argv = [sys.executable, "-m", "pipelines.cli", "run", "demo"]
     for setting in COMMON_SETTINGS + settings:
@@ -73,8 +93,10 @@ def _run_pipeline(outputs: Path, settings: list[str]) -> str:
         argv, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=1500
     )
     if proc.returncode != 0:
-        raise RuntimeError(f"pipeline run failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}")
-    return proc.stdout
+        log = re.search(r"^  log: +(\S+)", proc.stderr, re.M)  # the console's error block
+        tail = Path(log.group(1)).read_text()[-6000:] if log else ""
+        raise RuntimeError(f"pipeline run failed:\n{proc.stdout[-3000:]}\n{proc.stderr}\n{tail}")
+    return proc.stdout, proc.stderr
 
 
 def _latest(store: metadata_store.MetadataStore, type_name: str) -> metadata_store_pb2.Artifact:
@@ -83,7 +105,7 @@ def _latest(store: metadata_store.MetadataStore, type_name: str) -> metadata_sto
     return max(artifacts, key=lambda a: a.id)
 
 
-def _snapshot(pipeline_root: Path, stdout: str) -> PipelineRun:
+def _snapshot(pipeline_root: Path, output: tuple[str, str]) -> PipelineRun:
     config = metadata_store_pb2.ConnectionConfig()
     config.sqlite.filename_uri = str(pipeline_root / "metadata.sqlite")
     config.sqlite.connection_mode = metadata_store_pb2.SqliteMetadataSourceConfig.READONLY
@@ -92,7 +114,8 @@ def _snapshot(pipeline_root: Path, stdout: str) -> PipelineRun:
     with open(os.path.join(evaluation.uri, "metrics.json")) as f:
         metrics = json.load(f)
     return PipelineRun(
-        stdout=stdout,
+        stdout=output[0],
+        stderr=output[1],
         evaluation=evaluation,
         blessing=_latest(store, "ModelBlessing"),
         candidate_run=_latest(store, "rankpipe.TrecRun"),
@@ -118,3 +141,10 @@ def demo_runs(base_tmp: Path) -> DemoRuns:
             second=second,
         )
     return _CACHE["runs"]
+
+
+def worse_run(runs: DemoRuns) -> PipelineRun:
+    """A third run after demo_runs' two (upstream components cached): a bad model."""
+    if "worse" not in _CACHE:
+        _CACHE["worse"] = _snapshot(runs.pipeline_root, _run_pipeline(runs.outputs, WORSE_SETTINGS))
+    return _CACHE["worse"]

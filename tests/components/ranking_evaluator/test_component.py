@@ -9,7 +9,12 @@ from tfx.orchestration.kubeflow.v2 import compiler_utils
 from tfx.types import channel, standard_artifacts, value_artifact
 
 from components import artifacts
-from components.ranking_evaluator.component import HtmlReport, RankingEvaluator
+from components.ranking_evaluator.component import (
+    HtmlReport,
+    MarkdownReport,
+    RankingEvaluator,
+    ScalarMetrics,
+)
 
 
 def test_outputs_and_types() -> None:
@@ -26,6 +31,8 @@ def test_outputs_and_types() -> None:
         "blessing": standard_artifacts.ModelBlessing,
         "candidate_run": artifacts.TrecRun,
         "report": HtmlReport,
+        "metrics": ScalarMetrics,
+        "report_markdown": MarkdownReport,
     }
 
 
@@ -42,3 +49,18 @@ def test_report_is_a_kfp_html_artifact_stored_as_one_file(tmp_path: Path) -> Non
     again = HtmlReport()
     again.uri = report.uri
     assert again.read() == "<p>nDCG — 0.5</p>"
+
+
+def test_kubeflow_ui_artifact_types() -> None:
+    # The KFP UI picks its viewer by MLMD type name, which the launcher takes from the title.
+    titles = {
+        cls: yaml.safe_load(compiler_utils.get_artifact_schema(cls))["title"]
+        for cls in (HtmlReport, MarkdownReport, ScalarMetrics)
+    }
+    assert titles == {
+        HtmlReport: "system.HTML",
+        MarkdownReport: "system.Markdown",
+        ScalarMetrics: "system.Metrics",
+    }
+    assert issubclass(MarkdownReport, value_artifact.ValueArtifact)
+    assert not issubclass(ScalarMetrics, value_artifact.ValueArtifact)

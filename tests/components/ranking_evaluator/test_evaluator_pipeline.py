@@ -6,6 +6,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import shutil
 from collections import defaultdict
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from tfx.types import artifact_utils, standard_artifacts
 from components import artifacts
 from components.ranking_evaluator import executor, significance, tfma_metrics, trec_eval
 from components.ranking_evaluator.component import HtmlReport
+from trainer_module import fusion
 
 pytestmark = pytest.mark.e2e
 
@@ -65,9 +67,16 @@ def test_first_run_scores_every_candidate_and_writes_runs(
     full_first_stage = trec_eval.read_run(inputs["first_stage"])
     assert first_stage == {q: full_first_stage[q] for q in expected}
     assert not (ev / "baseline.run").exists()
-    assert metrics["runs"] == {"candidate": "candidate.run", "first_stage": "first_stage.run"}
+    # The demo config fuses with the first stage (trainer.fusion: tuned): candidate.run is the
+    # fused ranking, reranker.run the reranker alone.
+    assert metrics["fusion"]["mode"] == "tuned"
+    assert metrics["runs"] == {
+        "candidate": "candidate.run",
+        "first_stage": "first_stage.run",
+        "reranker": "reranker.run",
+    }
     # Ranks in the files are trec_eval's order of the scores in the files.
-    for name in ("candidate.run", "first_stage.run"):
+    for name in ("candidate.run", "first_stage.run", "reranker.run"):
         ranked: dict[str, list[str]] = defaultdict(list)
         for line in (ev / name).read_text().splitlines():
             qid, _, docid, rank, _, _ = line.split()
@@ -81,10 +90,16 @@ def test_first_run_scores_every_candidate_and_writes_runs(
         == (ev / "candidate.run").read_bytes()
     )
     # A reranker that ignores the text would leave the first stage's order: this one did not.
+    reranker = trec_eval.read_run(ev / "reranker.run")
+    assert {q: set(d) for q, d in reranker.items()} == expected
     assert any(
-        trec_eval.rank_documents(candidate[q]) != trec_eval.rank_documents(first_stage[q])
-        for q in candidate
+        trec_eval.rank_documents(reranker[q]) != trec_eval.rank_documents(first_stage[q])
+        for q in reranker
     )
+    # candidate.run is the reranker's run fused with the first stage's at the model's alpha.
+    fused = fusion.fuse_run(reranker, first_stage, metrics["fusion"]["alpha"])
+    for qid, docs in fused.items():
+        assert candidate[qid] == pytest.approx(docs, abs=1e-12)
 
 
 def test_metrics_are_trec_eval_on_the_run_files_with_full_qrels(
@@ -144,9 +159,11 @@ def test_blessing_report_and_artifacts(pipeline_runs: DemoRuns) -> None:
     assert (blessing_dir / "BLESSED").read_text().splitlines() == metrics["checks"]
     props = run1.blessing.custom_properties
     assert props["blessed"].int_value == 1
-    assert props["current_model_id"].int_value == run1.model.id
     assert props["current_model"].string_value == run1.model.uri
-    assert "baseline_model_id" not in props
+    # Nothing was served before the first run: no baseline. (No `current_model_id`: that was
+    # for TFX's Resolver, which the pipeline no longer uses.)
+    assert "baseline_model" not in props and "current_model_id" not in props
+    assert run1.metrics["baseline_model"] is None and run1.metrics["baseline_version"] is None
 
     main = metrics["main_metric"]
     value = metrics["aggregate"]["candidate"][main]
@@ -155,23 +172,31 @@ def test_blessing_report_and_artifacts(pipeline_runs: DemoRuns) -> None:
     assert prop == pytest.approx(value, abs=1e-6)
     md = (Path(run1.evaluation.uri) / "report.md").read_text()
     first_value = metrics["aggregate"]["first_stage"][main]
-    assert f"| {main} | {first_value:.4f} | {value:.4f} |" in md
+    alone = metrics["aggregate"]["reranker"][main]
+    assert f"| {main} | {first_value:.4f} | {alone:.4f} | {value:.4f} |" in md
+    assert f"fused (alpha={metrics['fusion']['alpha']:.2f})" in md
     assert "**BLESSED** on the test split" in md
     # The KFP-visible report: a system.HTML artifact whose URI is the page itself.
     html = Path(run1.report.uri).read_text()
     assert Path(run1.report.uri).is_file()
     assert html == (Path(run1.evaluation.uri) / "report.html").read_text()
-    assert html.count("<rect ") == metrics["num_queries"]
+    assert "Per-query" in html and html.count("<svg") >= 2  # inline plots (plots.py)
     assert run1.report.type == HtmlReport.TYPE_NAME == "system.HTML"
 
 
-def test_second_run_compares_against_the_first_blessed_model(pipeline_runs: DemoRuns) -> None:
+def test_second_run_compares_against_the_model_the_first_pushed(pipeline_runs: DemoRuns) -> None:
+    """The baseline is the model served: the version the first run pushed (no Resolver)."""
     run1, run2 = pipeline_runs.first, pipeline_runs.second
     metrics = run2.metrics
     assert run2.model.id != run1.model.id
-    assert metrics["baseline_model_id"] == run1.model.id
-    assert metrics["baseline_model"].startswith(run1.model.uri)
-    assert run2.blessing.custom_properties["baseline_model_id"].int_value == run1.model.id
+    pushed1 = run1.pushed.custom_properties
+    version = pushed1["pushed_version"].string_value
+    assert metrics["baseline_version"] == int(version)
+    assert metrics["baseline_model"] == pushed1["pushed_destination"].string_value
+    assert metrics["baseline_model"] == str(pipeline_runs.serving_base / version)
+    props = run2.blessing.custom_properties
+    assert props["baseline_model"].string_value == metrics["baseline_model"]
+    assert props["baseline_version"].int_value == int(version)
     assert set(metrics["comparisons"]) == {"first_stage", "baseline"}
     ev2 = Path(run2.evaluation.uri)
     assert metrics["runs"]["baseline"] == "baseline.run"
@@ -187,7 +212,7 @@ def test_second_run_compares_against_the_first_blessed_model(pipeline_runs: Demo
     stats = metrics["comparisons"]["baseline"][metrics["main_metric"]]
     assert stats["n"] == metrics["num_queries"]
     md = (ev2 / "report.md").read_text()
-    assert "Δ vs baseline" in md and "## Worst queries by" in md and "vs baseline" in md
+    assert "Δ candidate vs baseline" in md and "## Worst queries by" in md
 
 
 def _artifact(cls, uri: str, **props):
@@ -201,9 +226,12 @@ def _artifact(cls, uri: str, **props):
 def test_executor_rejects_with_reasons(
     pipeline_runs: DemoRuns, inputs: dict, tmp_path: Path
 ) -> None:
-    """The executor directly: strict thresholds -> NOT_BLESSED with every failed rule; the
-    resolver handing back the candidate itself is no baseline; odd batch sizes score the same."""
+    """The executor directly: strict thresholds -> NOT_BLESSED with every failed rule; a served
+    model that is the candidate itself is no baseline; odd batch sizes score the same."""
     run1 = pipeline_runs.first
+    # A push destination whose newest (only) version is the first run's pushed model.
+    serving = tmp_path / "serving"
+    shutil.copytree(run1.pushed.custom_properties["pushed_destination"].string_value, serving / "7")
     model = _artifact(standard_artifacts.Model, run1.model.uri)
     config = dict(json.loads(json.dumps(run1.metrics["thresholds"])))
     config.update(
@@ -241,7 +269,6 @@ def test_executor_rejects_with_reasons(
             )
         ],
         "model": [model],
-        "baseline_model": [_artifact(standard_artifacts.Model, run1.model.uri)],
         "qrels": [_artifact(artifacts.Qrels, os.path.dirname(inputs["qrels"]))],
         "first_stage_run": [_artifact(artifacts.TrecRun, os.path.dirname(inputs["first_stage"]))],
     }
@@ -250,7 +277,9 @@ def test_executor_rejects_with_reasons(
         tmp_dir=str(tmp_path / "tmp"),
         unique_id="1",
     )
-    executor.Executor(context).Do(input_dict, outputs, {"evaluator": json.dumps(config)})
+    executor.Executor(context).Do(
+        input_dict, outputs, {"evaluator": json.dumps(config), "push_destination": str(serving)}
+    )
 
     metrics = json.loads((tmp_path / "evaluation" / "metrics.json").read_text())
     main_value = metrics["aggregate"]["candidate"]["ndcg_cut_10"]
@@ -329,3 +358,22 @@ def test_tfma_with_the_trained_model_matches_the_evaluator(
     ((_, by_output),) = result.slicing_metrics
     got = {k: v["doubleValue"] for k, v in by_output[""][""].items()}
     assert got == pytest.approx(run1.metrics["aggregate"]["candidate"], abs=1e-9)
+
+
+def test_a_model_worse_than_the_first_stage_is_not_blessed(pipeline_runs: DemoRuns) -> None:
+    """The default gate (evaluator.min_delta_vs_first_stage = 0.0, min_delta_vs_baseline =
+    0.0) refuses a real pipeline run's model that ranks worse than BM25, and nothing is pushed."""
+    from demo_pipeline import worse_run
+
+    run = worse_run(pipeline_runs)
+    metrics = run.metrics
+    main = metrics["main_metric"]
+    assert metrics["fusion"] is None and "reranker" not in metrics["aggregate"]
+    assert metrics["aggregate"]["candidate"][main] < metrics["aggregate"]["first_stage"][main]
+    assert metrics["thresholds"]["min_delta_vs_first_stage"] == 0.0
+    assert metrics["thresholds"]["min_delta_vs_baseline"] == 0.0
+    assert not metrics["blessed"]
+    assert any(f"{main} change vs first stage" in r for r in metrics["reasons"]), metrics["reasons"]
+    assert run.blessing.custom_properties["blessed"].int_value == 0
+    assert run.pushed.custom_properties["pushed"].int_value == 0
+    assert "NOT BLESSED" in run.stdout

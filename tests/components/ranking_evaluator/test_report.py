@@ -103,11 +103,14 @@ def test_html_is_escaped_and_plots_every_query(metrics: dict) -> None:
     page = report.html(metrics)
     assert "NOT BLESSED" in page and "q&lt;3&gt;" in page and "q<3>" not in page
     svg = re.search(r"<svg.*?</svg>", page, re.S).group(0)
-    root = ET.fromstring(svg)  # well-formed, self-contained SVG
-    bars = root.findall("{http://www.w3.org/2000/svg}rect")
+    root = ET.fromstring(svg)  # well-formed, self-contained SVG (matplotlib, plots.py)
+    ns = "{http://www.w3.org/2000/svg}"
+    bars = [g for g in root.iter(f"{ns}g") if g.get("id", "").startswith("delta-first-stage-")]
     assert len(bars) == 3
-    # Sorted worst first: red (loss), then the tie and the win in green.
-    assert [b.get("fill") for b in bars] == ["#c33", "#2a7", "#2a7"]
-    title = bars[0].find("{http://www.w3.org/2000/svg}title").text
-    assert title == "q<3>: 0.9000 -> 0.6000 (-0.3000)"
-    assert "<script" not in page
+    # Sorted worst first: red (loss), grey (tie), green (win).
+    fills = [re.search(r"fill: (#\w+)", g.find(f"{ns}path").get("style")).group(1) for g in bars]
+    assert fills == ["#cc3333", "#888888", "#22aa77"]
+    labels = [t.text for t in root.iter(f"{ns}text")]
+    assert ["q<3>", "q2", "q1"] == [t for t in labels if t in ("q<3>", "q2", "q1")]
+    # Self-contained: no scripts, nothing fetched (namespace URIs are names, not requests).
+    assert not re.search(r"<script|src=|href=.http|url\(.?http", page)

@@ -96,10 +96,14 @@ def test_model_card_describes_data_config_metrics_and_evaluation(pipeline_runs: 
     stats = metrics["comparisons"]["first_stage"]["ndcg_cut_10"]
     row = (
         f"| ndcg_cut_10 | {agg['first_stage']['ndcg_cut_10']:.4f} | "
-        f"{agg['baseline']['ndcg_cut_10']:.4f} | {agg['candidate']['ndcg_cut_10']:.4f} | "
+        f"{agg['baseline']['ndcg_cut_10']:.4f} | {agg['reranker']['ndcg_cut_10']:.4f} | "
+        f"{agg['candidate']['ndcg_cut_10']:.4f} | "
         f"{stats['mean_delta']:+.4f} |"
     )
     assert row in md
+    # The demo fuses with the first stage: the card says how (alpha, dev figures).
+    assert card["fusion"] == metrics["fusion"]
+    assert f"alpha = {metrics['fusion']['alpha']:.2f} (tuned)" in md
     assert f"**BLESSED** by RankingEvaluator on the test split ({metrics['num_queries']}" in md
     assert f"- collection `demo`: {summary['documents']} documents" in md
 
@@ -108,9 +112,10 @@ def test_pushed_model_scores_raw_text_like_the_evaluator(
     pipeline_runs: DemoRuns, tmp_path: Path
 ) -> None:
     """A fresh Python process loads the pushed SavedModel and scores raw query/document
-    strings; the scores equal the ones in the evaluator's run for the same pairs."""
+    strings; the scores equal the ones in the evaluator's run for the same pairs (the reranker
+    alone: the demo fuses, so candidate.run is the fused ranking)."""
     run = pipeline_runs.second
-    evaluated = trec_eval.read_run(Path(run.evaluation.uri) / "candidate.run")
+    evaluated = trec_eval.read_run(Path(run.evaluation.uri) / "reranker.run")
     queries = read_jsonl(pipeline_runs.collection / "queries.jsonl")
     docs = read_jsonl(pipeline_runs.collection / "corpus.jsonl")
 

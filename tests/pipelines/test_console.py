@@ -1,0 +1,193 @@
+"""pipelines/console.py on its own: the runner's log records become component lines with a key
+figure read from a real (SQLite) MLMD store, chatter and child processes' output land in the
+log file, progress lines, and the error descriptions and hints."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from absl import logging as absl_logging
+from ml_metadata import metadata_store
+from ml_metadata.proto import metadata_store_pb2
+
+from components.ranking_datagen.readers import BadRecordError
+from pipelines import console as console_lib
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def _store_with_trainer_execution(tmp_path: Path) -> tuple[str, int]:
+    """A SQLite MLMD store holding one execution whose output is a ModelRun artifact with a
+    train_results.json, as the Trainer leaves it."""
+    path = str(tmp_path / "metadata.sqlite")
+    config = metadata_store_pb2.ConnectionConfig()
+    config.sqlite.filename_uri = path
+    store = metadata_store.MetadataStore(config)
+    run_dir = tmp_path / "model_run"
+    run_dir.mkdir()
+    (run_dir / "train_results.json").write_text(
+        json.dumps(
+            {"steps": 300, "best_step": 200, "best_metric": 0.81, "final_metric": 0.8,
+             "validation_metric": "ndcg_cut_10"}
+        )
+    )  # fmt: skip
+    type_id = store.put_artifact_type(metadata_store_pb2.ArtifactType(name="ModelRun"))
+    (artifact_id,) = store.put_artifacts(
+        [metadata_store_pb2.Artifact(type_id=type_id, uri=str(run_dir))]
+    )
+    exec_type = store.put_execution_type(metadata_store_pb2.ExecutionType(name="Trainer"))
+    (execution_id,) = store.put_executions([metadata_store_pb2.Execution(type_id=exec_type)])
+    store.put_events(
+        [
+            metadata_store_pb2.Event(
+                artifact_id=artifact_id,
+                execution_id=execution_id,
+                type=metadata_store_pb2.Event.OUTPUT,
+            )
+        ]
+    )
+    return path, execution_id
+
+
+def test_runner_records_become_component_lines_and_chatter_goes_to_the_log(
+    tmp_path: Path,
+) -> None:
+    metadata_path, execution_id = _store_with_trainer_execution(tmp_path)
+    out, err = io.StringIO(), io.StringIO()
+    log = tmp_path / "logs" / "run.log"
+    with console_lib.RunConsole(
+        str(log), metadata_path=metadata_path, total=2, out=out, err=err
+    ) as console:
+        # What TFX's LocalDagRunner and launcher log (absl), with their exact format strings.
+        absl_logging.info("Component %s is running.", "Trainer")
+        absl_logging.info("Going to run a new execution %d", execution_id)
+        logging.getLogger("tensorflow").warning("some TensorFlow chatter")
+        # A child process (as Beam's workers are) and C-level writes to fd 2.
+        subprocess.run([sys.executable, "-c", "import os; os.write(2, b'child noise\\n')"])
+        os.write(1, b"stray write to stdout\n")  # (print() here is pytest's capture)
+        absl_logging.info("Component %s is finished.", "Trainer")
+        absl_logging.info("Component %s is running.", "Pusher")
+        absl_logging.info("A cached execution %d is used.", execution_id)
+        absl_logging.info("Component %s is finished.", "Pusher")
+        console.print("summary line")
+    lines = out.getvalue().splitlines()
+    assert lines[0].split() == ["[1/2]", "Trainer", "running"]
+    assert lines[1].split()[:3] == ["[1/2]", "Trainer", "done"]
+    assert lines[1].endswith("dev ndcg_cut_10 0.8000 (best 0.8100 at step 200), 300 steps")
+    assert lines[3].split()[:3] == ["[2/2]", "Pusher", "cached"]
+    assert lines[4] == "summary line" and len(lines) == 5
+    assert err.getvalue() == ""
+    text = log.read_text()
+    for expected in (
+        "some TensorFlow chatter",
+        "child noise",
+        "stray write to stdout",
+        "Component Trainer is finished.",
+    ):
+        assert expected in text
+    # Restored afterwards: the root logger and fds are as before.
+    assert not any(isinstance(h, console_lib._ConsoleHandler) for h in logging.getLogger().handlers)
+
+
+def test_verbose_puts_every_record_on_the_console(tmp_path: Path) -> None:
+    out, err = io.StringIO(), io.StringIO()
+    log = tmp_path / "run.log"
+    with console_lib.RunConsole(str(log), verbose=True, out=out, err=err):
+        logging.getLogger("tensorflow").warning("some TensorFlow chatter")
+    assert "some TensorFlow chatter" in err.getvalue()
+    assert "some TensorFlow chatter" in log.read_text()
+
+
+def _progress(step: int, total: int = 100) -> console_lib.Progress:
+    return console_lib.Progress(step, total, 0.5, 1234.0, 65.0)
+
+
+def test_progress_without_a_terminal_is_plain_and_periodic(tmp_path: Path) -> None:
+    out = io.StringIO()
+    with console_lib.RunConsole(str(tmp_path / "l.log"), out=out, err=io.StringIO()) as console:
+        for step in (10, 20, 30, 100):
+            console.progress(_progress(step))
+    lines = out.getvalue().splitlines()
+    # The first record, then nothing until PROGRESS_EVERY_S has passed, and the last step.
+    assert lines == [
+        "      Trainer step 10/100  loss 0.5000  1,234 ex/s  ETA 1m05s",
+        "      Trainer step 100/100  loss 0.5000  1,234 ex/s  ETA 1m05s",
+    ]
+
+
+def test_progress_on_a_terminal_updates_one_line(tmp_path: Path) -> None:
+    out = _Tty()
+    with console_lib.RunConsole(str(tmp_path / "l.log"), out=out, err=io.StringIO()) as console:
+        console.progress(_progress(10))
+        console.progress(_progress(20))
+        console.print("next")
+    assert out.getvalue() == (
+        "\r      Trainer step 10/100  loss 0.5000  1,234 ex/s  ETA 1m05s\x1b[K"
+        "\r      Trainer step 20/100  loss 0.5000  1,234 ex/s  ETA 1m05s\x1b[K"
+        "\r\x1b[Knext\n"
+    )
+
+
+def test_bad_record_is_found_inside_wrappers_with_its_hint() -> None:
+    try:
+        try:
+            raise BadRecordError("/data/qrels.txt:7: qrels docid 'D9' has no document")
+        except BadRecordError as inner:
+            raise RuntimeError("executor failed") from inner
+    except RuntimeError as e:
+        name, message, fix = console_lib.describe_error(e)
+    assert (name, message) == (
+        "BadRecordError",
+        "/data/qrels.txt:7: qrels docid 'D9' has no document",
+    )
+    assert "--set datagen.on_bad_record=skip" in fix
+
+
+def test_error_text_from_a_beam_worker_is_unwrapped() -> None:
+    remote = RuntimeError(
+        'Traceback (most recent call last):\n  File "x.py", line 3, in f\n'
+        "components.ranking_datagen.readers.BadRecordError: /d/corpus.jsonl:12: no text "
+        "[while running 'ReadDocuments/Parse']"
+    )
+    name, message, fix = console_lib.describe_error(remote)
+    assert (name, message) == ("BadRecordError", "/d/corpus.jsonl:12: no text")
+    assert fix and "on_bad_record=skip" in fix
+
+
+def test_an_unexpected_error_names_where_it_was_raised() -> None:
+    try:
+        console_lib.describe_error(None)  # type: ignore[arg-type]  (a bug: IndexError)
+    except Exception as e:  # noqa: BLE001
+        error = e
+    name, message, fix = console_lib.describe_error(error)
+    assert name == "IndexError" and "(raised at pipelines/console.py:" in message
+    assert fix is None
+    block = console_lib.error_block("Trainer", error, "/x/run.log", verbose=False)
+    assert block.splitlines()[0] == "rankpipe: the run FAILED in Trainer."
+    assert block.splitlines()[-1] == "  log:   /x/run.log (full traceback)"
+    assert "Traceback" not in block
+
+
+@pytest.mark.parametrize(
+    ("message", "fix"),
+    [
+        ("demo.yaml: unknown key 'trainer.optimiser'", "remove or rename trainer.optimiser"),
+        (
+            "demo.yaml: trainer.train_steps: expected an integer, got str 'abc'",
+            "--set trainer.train_steps=VALUE",
+        ),
+        ("demo.yaml: trainer: bert.checkpoint_dir is required for model=bert", "make pretrained"),
+    ],
+)
+def test_config_fix_names_the_key(message: str, fix: str) -> None:
+    assert fix in console_lib.config_fix(message)

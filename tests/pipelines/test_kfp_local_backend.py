@@ -1,0 +1,303 @@
+"""pipelines/kfp_local_backend.py, and the compiled demo pipeline run end to end through it.
+
+The end-to-end test is CI's proof that the compiled spec runs on KFP v2: every task is a
+`python -m pipelines.kfp_entrypoint` process fed the ExecutorInput the backend's driver would
+build, with object-store URIs, empty input types and the launcher's download and upload.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from google.protobuf import json_format
+from kfp.pipeline_spec import pipeline_spec_pb2 as pb
+from tfx import v1 as tfx
+
+from pipelines import kfp_local_backend
+from pipelines.kfp_local_backend import BackendError, LocalKfpBackend
+from pipelines.pipeline import SCHEMA_FILE
+
+# ---- refusals, as the backend's compiler and driver refuse ------------------------------------
+
+
+def _compile_small(tmp_path: Path, spec_2_1: bool, with_resolver: bool) -> pb.PipelineSpec:
+    """A real TFX-compiled spec: ImportSchemaGen (and a latest-blessed-model Resolver)."""
+    components = [tfx.components.ImportSchemaGen(schema_file=str(SCHEMA_FILE))]
+    if with_resolver:
+        components.append(
+            tfx.dsl.Resolver(
+                strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
+                model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
+                model_blessing=tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing),
+            ).with_id("latest_blessed_model_resolver")
+        )
+    runner = tfx.orchestration.experimental.KubeflowV2DagRunner(
+        config=tfx.orchestration.experimental.KubeflowV2DagRunnerConfig(
+            default_image="rankpipe:test",
+            default_commands=["python", "-m", "pipelines.kfp_entrypoint"],
+            use_pipeline_spec_2_1=spec_2_1,
+        ),
+        output_dir=str(tmp_path),
+        output_filename="spec.yaml",
+    )
+    runner.run(
+        tfx.dsl.Pipeline(pipeline_name="small", pipeline_root=str(tmp_path), components=components)
+    )
+    return kfp_local_backend.load_spec(tmp_path / "spec.yaml")
+
+
+def test_resolver_executors_are_refused(tmp_path: Path) -> None:
+    spec = _compile_small(tmp_path, spec_2_1=True, with_resolver=True)
+    with pytest.raises(BackendError, match="non-container and non-importer executor not impl"):
+        LocalKfpBackend(tmp_path / "backend").run(spec)
+    assert not (tmp_path / "backend" / "pod").exists()  # refused before any task ran
+
+
+def test_schema_2_0_constant_value_is_refused(tmp_path: Path) -> None:
+    spec = _compile_small(tmp_path, spec_2_1=False, with_resolver=False)
+    task = spec.root.dag.tasks["ImportSchemaGen"]
+    assert task.inputs.parameters["schema_file"].runtime_value.HasField("constant_value")
+    with pytest.raises(
+        BackendError,
+        match=r"param runtime value spec of type \*pipelinespec"
+        r"\.ValueOrRuntimeParameter_ConstantValue not implemented",
+    ):
+        LocalKfpBackend(tmp_path / "backend").run(spec)
+
+
+def test_schema_2_0_legacy_parameter_type_fails_the_type_check(tmp_path: Path) -> None:
+    spec = _compile_small(tmp_path, spec_2_1=False, with_resolver=False)
+    param = spec.root.dag.tasks["ImportSchemaGen"].inputs.parameters["schema_file"]
+    param.runtime_value.constant.string_value = param.runtime_value.constant_value.string_value
+    definition = spec.components["ImportSchemaGen"].input_definitions.parameters["schema_file"]
+    assert definition.type and not definition.parameter_type  # `type: STRING`, schema 2.0
+    with pytest.raises(
+        BackendError,
+        match="input parameter 'schema_file' type mismatch: "
+        "expect PARAMETER_TYPE_ENUM_UNSPECIFIED, got string",
+    ):
+        LocalKfpBackend(tmp_path / "backend").run(spec)
+
+
+def test_pipeline_root_must_be_an_object_store(tmp_path: Path) -> None:
+    spec = _compile_small(tmp_path, spec_2_1=True, with_resolver=False)
+    with pytest.raises(BackendError, match="unsupported Cloud bucket"):
+        LocalKfpBackend(tmp_path / "backend").run(spec, pipeline_root=str(tmp_path))
+
+
+# ---- DAG order and the object store -----------------------------------------------------------
+
+
+def test_topological_order_uses_dependencies_and_producers() -> None:
+    dag = json_format.ParseDict(
+        {
+            "tasks": {
+                "a": {"taskInfo": {"name": "a"}},
+                "b": {
+                    "inputs": {
+                        "artifacts": {
+                            "x": {
+                                "taskOutputArtifact": {
+                                    "producerTask": "c",
+                                    "outputArtifactKey": "o",
+                                }
+                            }
+                        }
+                    }
+                },
+                "c": {"dependentTasks": ["a"]},
+                "d": {
+                    "inputs": {
+                        "parameters": {
+                            "p": {
+                                "taskOutputParameter": {
+                                    "producerTask": "b",
+                                    "outputParameterKey": "q",
+                                }
+                            }
+                        }
+                    }
+                },
+            }
+        },
+        pb.DagSpec(),
+    )
+    assert kfp_local_backend.task_order(dag) == ["a", "c", "b", "d"]
+    dag.tasks["a"].dependent_tasks.append("d")
+    with pytest.raises(BackendError, match="cycle"):
+        kfp_local_backend.task_order(dag)
+
+
+def test_object_store_keeps_files_not_directories(tmp_path: Path) -> None:
+    backend = LocalKfpBackend(tmp_path / "backend")
+    local = tmp_path / "pod" / "model"
+    (local / "Format-Serving" / "variables").mkdir(parents=True)
+    (local / "Format-Serving" / "saved_model.pb").write_bytes(b"pb")
+    (local / "empty").mkdir()
+    uri = "minio://mlpipeline/v2/artifacts/Trainer/salt/model"
+    backend._upload(local, uri)
+    stored = backend.store_path(uri)
+    assert sorted(str(p.relative_to(stored)) for p in stored.rglob("*")) == [
+        "Format-Serving",
+        "Format-Serving/saved_model.pb",
+    ]  # empty directories upload nothing, as in an object store
+    backend._download(uri, tmp_path / "pod2" / "model")
+    assert (tmp_path / "pod2" / "model" / "Format-Serving" / "saved_model.pb").read_bytes() == b"pb"
+    (tmp_path / "page").write_text("<p>x</p>")
+    backend._upload(tmp_path / "page", "minio://b/T/s/report")
+    backend._download("minio://b/T/s/report", tmp_path / "pod3" / "report")
+    assert (tmp_path / "pod3" / "report").read_text() == "<p>x</p>"
+
+
+def test_input_artifacts_come_back_as_from_mlmd() -> None:
+    recorded = kfp_local_backend.Artifact(
+        7, "examples", "tfx.Examples", "minio://b/x", {"split_names": "[]", "span": 0.0}
+    )
+    artifact = LocalKfpBackend._as_input(recorded)
+    assert artifact.name == "7" and artifact.uri == "minio://b/x"
+    assert artifact.type.WhichOneof("kind") == "instance_schema"
+    assert artifact.type.instance_schema == ""
+    assert json_format.MessageToDict(artifact.metadata) == {"split_names": "[]", "span": 0.0}
+
+
+# ---- the compiled demo pipeline, end to end -------------------------------------------------
+
+COMPONENTS = {
+    "RankingDataGen",
+    "StatisticsGen",
+    "ImportSchemaGen",
+    "ExampleValidator",
+    "ExampleGate",
+    "Trainer",
+    "RankingEvaluator",
+    "Pusher",
+}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """Two runs of the compiled demo spec through the local backend, and one LocalDagRunner run
+    of the same config (its own pipeline root and push destination)."""
+    import kfp_testing
+
+    work = tmp_path_factory.mktemp("kfp-e2e")
+    common = ["runner.pipeline_name=rankpipe-kfp-ci"]
+    kfp = [
+        f"runner.pipeline_root={kfp_testing.PIPELINE_ROOT}",
+        f"pusher.destination={work / 'serving'}",
+    ]
+    config = kfp_testing.demo_config(work / "outputs", common + kfp)  # writes the collection
+    spec_file = kfp_testing.compile_for_local_backend(config, work / "pipeline.yaml")
+
+    # The LocalDagRunner run goes alongside the KFP runs (mostly one core each: the KFP tasks
+    # spend most of their time importing): the test takes the time of the KFP runs alone.
+    local = [f"runner.pipeline_root={work / 'ldr'}", f"pusher.destination={work / 'ldr-serving'}"]
+    args = [sys.executable, "-m", "pipelines.cli", "run", "demo"]
+    for override in kfp_testing.SMALL_DEMO + common + local:
+        args += ["--set", override]
+    env = dict(os.environ, RANKPIPE_OUTPUTS=str(work / "outputs"))
+    with open(work / "ldr.log", "wb") as log:
+        ldr = subprocess.Popen(
+            args, cwd=kfp_local_backend.REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
+        )
+        try:
+            backend = LocalKfpBackend(work / "backend", timeout=900)
+            first = backend.run(spec_file)
+            second = backend.run(spec_file)
+        except BaseException:
+            ldr.kill()
+            ldr.wait()
+            raise
+        returncode = ldr.wait(timeout=900)
+    assert returncode == 0, (work / "ldr.log").read_text()[-5000:]
+    [ldr_metrics] = glob.glob(
+        str(work / "ldr" / "RankingEvaluator" / "evaluation" / "*" / "metrics.json")
+    )
+    return {
+        "work": work,
+        "spec": yaml.safe_load(spec_file.read_text()),
+        "backend": backend,
+        "first": first,
+        "second": second,
+        "ldr_metrics": json.loads(Path(ldr_metrics).read_text()),
+    }
+
+
+def _metrics(backend: LocalKfpBackend, result: kfp_local_backend.RunResult) -> dict:
+    evaluation = result.tasks["RankingEvaluator"].outputs["evaluation"]
+    return json.loads((backend.store_path(evaluation.uri) / "metrics.json").read_text())
+
+
+@pytest.mark.e2e
+def test_every_task_ran_from_object_store_uris(runs: dict) -> None:
+    spec = runs["spec"]
+    assert spec["schemaVersion"] == "2.1.0" and spec["defaultPipelineRoot"].startswith("minio://")
+    for result in (runs["first"], runs["second"]):
+        assert set(result.tasks) == COMPONENTS
+        assert all(task.returncode == 0 for task in result.tasks.values())
+        assert result.pipeline_root == "minio://mlpipeline/v2/artifacts"
+        for name, task in result.tasks.items():
+            for key, artifact in task.outputs.items():
+                # The launcher recorded the object-store URI, not the executor's local path.
+                assert artifact.uri == (
+                    f"{result.pipeline_root}/{name}/{artifact.uri.split('/')[-2]}/{key}"
+                ), (name, key, artifact.uri)
+    # Input artifacts reached the executors with an empty type, as the driver sends them.
+    trainer = runs["first"].tasks["Trainer"].executor_input["inputs"]["artifacts"]
+    assert {a["artifacts"][0]["type"]["instanceSchema"] for a in trainer.values()} == {""}
+
+
+@pytest.mark.e2e
+def test_kubeflow_ui_artifacts(runs: dict) -> None:
+    backend, outputs = runs["backend"], runs["first"].tasks["RankingEvaluator"].outputs
+    types = {key: a.type_name for key, a in outputs.items()}
+    assert types["report"] == "system.HTML" and types["report_markdown"] == "system.Markdown"
+    assert types["metrics"] == "system.Metrics"
+    for key in ("report", "report_markdown"):  # the UI reads the file at the URI
+        assert backend.store_path(outputs[key].uri).is_file()
+    assert "<html" in backend.store_path(outputs["report"].uri).read_text().lower()
+    metrics = _metrics(backend, runs["first"])
+    scalars = outputs["metrics"].custom_properties
+    main = metrics["main_metric"]
+    assert scalars[f"{main} (candidate)"] == pytest.approx(metrics["aggregate"]["candidate"][main])
+    assert scalars[f"{main} (first stage)"] == pytest.approx(
+        metrics["aggregate"]["first_stage"][main]
+    )
+    assert scalars["display_name"] == "Ranking metrics"
+
+
+@pytest.mark.e2e
+def test_metrics_equal_a_local_dag_runner_run(runs: dict) -> None:
+    kfp = _metrics(runs["backend"], runs["first"])
+    local = runs["ldr_metrics"]
+    assert kfp["num_queries"] == local["num_queries"] > 0
+    for system in ("first_stage", "candidate"):
+        assert kfp["aggregate"][system] == pytest.approx(local["aggregate"][system], abs=1e-6)
+        per_query = {(q, m): v for q, d in kfp["per_query"][system].items() for m, v in d.items()}
+        expected = {(q, m): v for q, d in local["per_query"][system].items() for m, v in d.items()}
+        assert per_query == pytest.approx(expected, abs=1e-6)
+    assert kfp["blessed"] == local["blessed"]
+
+
+@pytest.mark.e2e
+def test_model_pushed_then_used_as_the_baseline(runs: dict) -> None:
+    backend = runs["backend"]
+    first, second = _metrics(backend, runs["first"]), _metrics(backend, runs["second"])
+    assert first["blessed"] and first["baseline_model"] is None
+    pushed = runs["first"].tasks["Pusher"].outputs["pushed_model"].custom_properties
+    assert pushed["pushed"] == 1
+    destination = pushed["pushed_destination"]
+    assert Path(destination, "saved_model.pb").is_file()
+    # The second run compares against the model the first one pushed (the served one).
+    assert second["baseline_model"] == destination
+    assert second["aggregate"]["baseline"] == pytest.approx(
+        first["aggregate"]["candidate"], abs=1e-6
+    )
+    assert "baseline" in second["comparisons"]

@@ -1,0 +1,250 @@
+"""`rankpipe compile`: a KFP v2 PipelineSpec (schema 2.1) the kfp client accepts, a Vertex AI
+PipelineJob, the same bytes for the same config, and nothing of the compiling machine inside.
+
+No component runs here (the compiled demo spec runs end to end in test_kfp_local_backend.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from google.protobuf import json_format
+from kfp.pipeline_spec import pipeline_spec_pb2
+
+from pipelines import cli, kubeflow_runner
+from pipelines.config import CONFIG_DIR, REPO_ROOT, load_config
+from pipelines.config_loader import ConfigError
+
+# Everything a shipped config points at, moved to a bucket (what a Kubeflow user passes).
+CLUSTER = [
+    "runner.pipeline_root=gs://bucket/rankpipe/root",
+    "pusher.destination=gs://bucket/rankpipe/serving",
+    "runner.image=registry.example/rankpipe:1.0",
+    "collection.documents=gs://bucket/data/corpus.jsonl",
+    "collection.queries=gs://bucket/data/queries.jsonl",
+    "collection.qrels=gs://bucket/data/qrels.txt",
+]
+SHIPPED = sorted(p.name for p in CONFIG_DIR.glob("*.yaml"))
+
+
+def cluster_overrides(config_name: str) -> list[str]:
+    """CLUSTER, plus a gs:// URI for every other local path the config holds (vocabularies,
+    checkpoints, runs, ...), found by walking the loaded config."""
+    config = load_config(config_name, CLUSTER, check_inputs=False)
+    data = {k: v for k, v in dataclasses.asdict(config).items() if k != "source"}
+    extra = []
+    for key, value in kubeflow_runner._leaves(data, ""):
+        if isinstance(value, str) and os.path.isabs(value) and "[" not in key:
+            extra.append(f"{key}=gs://bucket/files/{key}")
+    return CLUSTER + extra
+
+
+def machine_paths_in(text: str) -> list[str]:
+    """This checkout, its parent (the shared data), $HOME and the working directory, where they
+    occur as paths of their own (gs://bucket/root/... is not /root)."""
+    found = []
+    for path in {str(REPO_ROOT), str(REPO_ROOT.parent), str(Path.home()), os.getcwd()}:
+        if path in ("/", ""):
+            continue
+        found += re.findall(r"(?<![\w.:/-])" + re.escape(path) + r"(?![\w.-])", text)
+    return found
+
+
+def _compile_subprocess(out: Path, root: Path, seed: str, home: str) -> None:
+    """`rankpipe compile` of the demo config, run from the checkout at `root`."""
+    argv = ["compile", "demo", "--output", str(out)]
+    for setting in cluster_overrides("demo"):
+        argv += ["--set", setting]
+    code = (
+        "import sys; import pipelines.cli as cli; "
+        "assert cli.__file__.startswith(sys.argv[1]), cli.__file__; "
+        "sys.exit(cli.main(sys.argv[2:]))"
+    )
+    env = dict(os.environ, PYTHONHASHSEED=seed, PYTHONPATH=str(root), HOME=home)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(root), *argv],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo config compiled twice by the CLI: from this checkout, and from a copy of it
+    elsewhere, with another $HOME and hash seed (what differs between two machines). Returns
+    the first file; test_same_config_same_bytes compares the two."""
+    tmp = tmp_path_factory.mktemp("compiled")
+    other = tmp / "another" / "checkout"
+    for package in ("pipelines", "components", "trainer_module", "schemas"):
+        shutil.copytree(
+            REPO_ROOT / package, other / package, ignore=shutil.ignore_patterns("__pycache__")
+        )
+    (tmp / "home").mkdir()
+    _compile_subprocess(tmp / "a.yaml", REPO_ROOT, "1", os.environ.get("HOME", "/"))
+    _compile_subprocess(tmp / "b.yaml", other, "2", str(tmp / "home"))
+    return tmp / "a.yaml"
+
+
+def _spec(path: Path) -> dict:
+    return yaml.safe_load(path.read_text())
+
+
+def test_same_config_same_bytes(compiled: Path) -> None:
+    assert compiled.read_bytes() == (compiled.parent / "b.yaml").read_bytes()
+
+
+def test_yaml_is_a_pipeline_spec_the_kfp_client_accepts(compiled: Path) -> None:
+    from kfp import components
+    from kfp.client.client import _extract_pipeline_yaml
+
+    # What `kfp run create -f` / Client.create_run_from_pipeline_package parse.
+    doc = _extract_pipeline_yaml(str(compiled))
+    spec = doc.pipeline_spec
+    assert spec.schema_version == "2.1.0"  # the only version the KFP API server accepts
+    assert spec.pipeline_info.name == "rankpipe-demo"
+    assert spec.default_pipeline_root == "gs://bucket/rankpipe/root"
+    assert set(spec.root.dag.tasks) == set(kubeflow_runner.DISPLAY_NAMES)
+    assert components.load_component_from_file(str(compiled)).name == "rankpipe-demo"
+    # Strict proto parsing (unknown fields fail), as the API server's protojson does.
+    json_format.ParseDict(_spec(compiled), pipeline_spec_pb2.PipelineSpec())
+
+
+def test_schema_2_1_parameters_and_our_entrypoint_no_resolver(compiled: Path) -> None:
+    spec = _spec(compiled)
+    text = json.dumps(spec)
+    # Schema 2.0 fields the open-source driver does not implement.
+    assert "constantValue" not in text and "resolver" not in text.lower()
+    for name, component in spec["components"].items():
+        for param in component.get("inputDefinitions", {}).get("parameters", {}).values():
+            assert set(param) <= {"parameterType", "defaultValue", "isOptional"}, name
+    for task in spec["root"]["dag"]["tasks"].values():
+        for param in task.get("inputs", {}).get("parameters", {}).values():
+            assert set(param.get("runtimeValue", {"constant": 0})) == {"constant"}
+    executors = spec["deploymentSpec"]["executors"]
+    assert len(executors) == 8
+    for executor in executors.values():
+        container = executor["container"]
+        assert container["command"] == kubeflow_runner.ENTRYPOINT_COMMAND
+        assert container["image"] == "registry.example/rankpipe:1.0"
+        assert "--json_serialized_inputs_spec_args" in container["args"]
+        # Beam's worker count is the pod's, not the compiling machine's CPU count.
+        workers = [a for a in container["args"] if a.startswith("--direct_num_workers=")]
+        assert workers == ["--direct_num_workers=0"]
+    schema_task = spec["root"]["dag"]["tasks"]["ImportSchemaGen"]
+    schema_file = schema_task["inputs"]["parameters"]["schema_file"]["runtimeValue"]["constant"]
+    assert schema_file == "/rankpipe/schemas/ranking_examples/schema.pbtxt"
+    assert (REPO_ROOT / schema_file.removeprefix("/rankpipe/")).is_file()
+    assert not machine_paths_in(compiled.read_text())
+
+
+def test_resources_and_display_names_from_config(tmp_path: Path) -> None:
+    overrides = cluster_overrides("demo") + [
+        "runner.kubeflow.components={Trainer: {cpu_limit: '8', memory_limit: 32Gi, "
+        "accelerator_type: nvidia.com/gpu, accelerator_count: 2}, "
+        "RankingDataGen: {display_name: Make examples, memory_limit: 500M}}"
+    ]
+    config = load_config("demo", overrides, check_inputs=False)
+    spec = kubeflow_runner.build_pipeline_job(config)["pipelineSpec"]
+    executors = spec["deploymentSpec"]["executors"]
+    assert executors["Trainer_executor"]["container"]["resources"] == {
+        "cpuLimit": 8.0,
+        "memoryLimit": pytest.approx(32 * 2**30 / 1e9),
+        "accelerator": {"type": "nvidia.com/gpu", "count": "2"},
+    }
+    assert executors["RankingDataGen_executor"]["container"]["resources"] == {"memoryLimit": 0.5}
+    assert "resources" not in executors["Pusher_executor"]["container"]
+    names = {k: t["taskInfo"]["name"] for k, t in spec["root"]["dag"]["tasks"].items()}
+    assert names["Trainer"] == "Train reranker" and names["RankingDataGen"] == "Make examples"
+    assert names["RankingEvaluator"] == "Evaluate and bless"
+    # KFP before 2.14 resolves inputs by display name: they can be turned off.
+    config = load_config("demo", [*overrides, "runner.kubeflow.display_names=false"], False)
+    spec = kubeflow_runner.build_pipeline_job(config)["pipelineSpec"]
+    assert all(k == t["taskInfo"]["name"] for k, t in spec["root"]["dag"]["tasks"].items())
+
+
+@pytest.mark.parametrize("config_name", SHIPPED)
+def test_shipped_configs_compile_without_machine_paths(config_name: str, tmp_path: Path) -> None:
+    config = load_config(config_name, cluster_overrides(config_name), check_inputs=False)
+    for fmt, name in (("yaml", "p.yaml"), ("vertex", "p.json")):
+        kubeflow_runner.compile_pipeline(config, str(tmp_path / name), fmt)
+        text = (tmp_path / name).read_text()
+        assert not machine_paths_in(text), (fmt, machine_paths_in(text))
+        assert "resolver" not in text.lower()
+    job = json.loads((tmp_path / "p.json").read_text())
+    assert job["runtimeConfig"]["gcsOutputDirectory"] == "gs://bucket/rankpipe/root"
+    assert job["pipelineSpec"] == _spec(tmp_path / "p.yaml")
+
+
+def test_vertex_pipeline_job_loads_in_the_aiplatform_sdk(tmp_path: Path) -> None:
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import aiplatform
+
+    config = load_config("demo", cluster_overrides("demo"), check_inputs=False)
+    kubeflow_runner.compile_pipeline(config, str(tmp_path / "job.json"), "vertex")
+    job = aiplatform.PipelineJob(
+        display_name="rankpipe-demo",
+        template_path=str(tmp_path / "job.json"),
+        project="a-project",
+        location="us-central1",
+        credentials=AnonymousCredentials(),  # built offline: nothing is submitted
+    )
+    resource = job._gca_resource
+    assert resource.runtime_config.gcs_output_directory == "gs://bucket/rankpipe/root"
+    assert resource.pipeline_spec["schemaVersion"] == "2.1.0"
+
+
+def test_a_local_collection_path_is_a_config_error_naming_the_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    overrides = [*cluster_overrides("demo"), f"collection.qrels={tmp_path}/qrels.txt"]
+    argv = ["compile", "demo", "--output", str(tmp_path / "p.yaml")]
+    for setting in overrides:
+        argv += ["--set", setting]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "demo.yaml: collection.qrels:" in err and "is a path on this machine" in err
+    assert "use a gs:// URI or a path inside the image (/rankpipe/..." in err
+    assert not (tmp_path / "p.yaml").exists()
+
+
+@pytest.mark.parametrize(
+    ("setting", "fmt", "message"),
+    [
+        ("runner.pipeline_root=/tmp/root", "yaml", "runner.pipeline_root: '/tmp/root' is not a"),
+        ("runner.pipeline_root=minio://b/r", "vertex", "runner.pipeline_root: 'minio://b/r'"),
+        # TensorFlow in the image opens gs:// only: the components could not write or read these.
+        ("pusher.destination=s3://b/serving", "yaml", "pusher.destination: 's3://b/serving'"),
+        ("collection.documents=minio://b/c.jsonl", "yaml", "collection.documents: 'minio://b/c"),
+        ("runner.pipeline_name=Rank_Pipe", "yaml", "runner.pipeline_name: 'Rank_Pipe'"),
+    ],
+)
+def test_what_the_cluster_cannot_use_is_refused(setting: str, fmt: str, message: str) -> None:
+    config = load_config("demo", [*cluster_overrides("demo"), setting], check_inputs=False)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        kubeflow_runner.check_cluster_paths(config, fmt)
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [
+        "collection.qrels=/rankpipe/data/qrels.txt",  # shipped in the image
+        "runner.pipeline_root=minio://mlpipeline/v2/artifacts",  # the launcher moves artifacts
+        "runner.pipeline_root=s3://bucket/root",
+    ],
+)
+def test_what_the_cluster_can_use_is_accepted(setting: str) -> None:
+    config = load_config("demo", [*cluster_overrides("demo"), setting], check_inputs=False)
+    kubeflow_runner.check_cluster_paths(config)

@@ -1,0 +1,271 @@
+"""Dual encoder from a tiny pretrained checkpoint, the in-batch loss, zero-shot export, fusion."""
+
+import json
+import os
+
+import bert_testdata
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (registers the ops the exported tokenizer graph uses)
+import tfx.v1 as tfx
+import trainer_testdata
+
+from components.ranking_evaluator import trec_eval
+from trainer_module import fusion, losses, validation
+from trainer_module.models import build_model, hf_checkpoint
+from trainer_module.run_fn import read_vocab, run_fn
+
+QUERIES = ["alpha beta", "gamma", "delta epsilon zeta", ""]
+DOCS = ["alpha beta gamma", "gamma gamma delta", "zeta", "omega"]
+
+
+def _config(checkpoint_dir: str, **overrides):
+    return trainer_testdata.small_config(
+        model="dual_encoder", dual_encoder={"checkpoint_dir": checkpoint_dir}, **overrides
+    )
+
+
+def _reference_embedding(ckpt, config: dict, ids: list[int], cls_id: int, sep_id: int):
+    hidden = bert_testdata.reference_hidden(
+        ckpt.tensors, config, [cls_id, *ids, sep_id], [0] * (len(ids) + 2)
+    )
+    pooled = hidden.mean(axis=0)  # every position is a real token: mean over all of them
+    return pooled / np.linalg.norm(pooled)
+
+
+def test_in_batch_softmax_equals_a_hand_computation():
+    rng = np.random.default_rng(3)
+    b, n, scale = 3, 2, 20.0
+    sim = rng.uniform(-1, 1, size=(b, b * n))
+    labels = np.array([[2.0, 0.0], [1.0, 0.0], [0.0, 0.0]])  # group 2 has no positive
+    same = np.array([[1, 1, 0], [1, 1, 0], [0, 0, 1]], bool)  # groups 0 and 1: one query
+    got = losses.in_batch_softmax(
+        tf.constant(sim, tf.float32), tf.constant(labels, tf.float32), tf.constant(same), scale
+    ).numpy()
+    want = []
+    for i in range(b):
+        keep = [g * n + j for g in range(b) for j in range(n) if g == i or not same[i, g]]
+        logits = scale * sim[i, keep]
+        log_p = logits - np.log(np.exp(logits - logits.max()).sum()) - logits.max()
+        target = np.zeros(b * n)
+        target[i * n : (i + 1) * n] = labels[i] / labels[i].sum() if labels[i].sum() else 0
+        want.append(-(target[keep] * log_p).sum())
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    assert got[2] == 0.0
+    # Group 1's documents are masked for query 0 (same query), not counted as negatives.
+    unmasked = losses.in_batch_softmax(
+        tf.constant(sim, tf.float32),
+        tf.constant(labels, tf.float32),
+        tf.constant(np.eye(b, dtype=bool)),
+        scale,
+    ).numpy()
+    assert not np.isclose(unmasked[0], got[0])
+
+
+def test_dual_encoder_loads_the_checkpoint_and_scores_cosine(bert_checkpoint, transform_graph):
+    vocab = read_vocab(transform_graph)
+    cfg = _config(bert_checkpoint)
+    model = build_model(cfg, len(vocab), trainer_testdata.MAX_Q, trainer_testdata.MAX_D, vocab)
+    ckpt = hf_checkpoint.read_checkpoint(bert_checkpoint)
+    for name, (variable, transpose) in model.checkpoint_variables().items():
+        want = ckpt.tensors[name].T if transpose else ckpt.tensors[name]
+        np.testing.assert_array_equal(variable.numpy(), want)
+    assert all(v.name.startswith("dual_encoder/encoder/") for v in model.trainable_variables)
+    config = json.loads(open(os.path.join(bert_checkpoint, "config.json")).read())
+    q_ids = trainer_testdata.tokenize(transform_graph, QUERIES)
+    d_ids = trainer_testdata.tokenize(transform_graph, DOCS)
+    width = max(len(x) for x in q_ids + d_ids) + 3  # extra padding must not change scores
+    pad = [x + [0] * (width - len(x)) for x in q_ids + d_ids]
+    scores = model(
+        (tf.constant(pad[: len(QUERIES)], tf.int64), tf.constant(pad[len(QUERIES) :], tf.int64))
+    ).numpy()
+    want = [
+        _reference_embedding(ckpt, config, q, model.cls_id, model.sep_id)
+        @ _reference_embedding(ckpt, config, d, model.cls_id, model.sep_id)
+        for q, d in zip(q_ids, d_ids)
+    ]
+    np.testing.assert_allclose(scores, want, atol=1e-5)
+
+
+def test_in_batch_loss_requires_the_dual_encoder():
+    with pytest.raises(ValueError, match="in_batch_softmax needs model=dual_encoder"):
+        trainer_testdata.small_config(loss="in_batch_softmax")
+    with pytest.raises(ValueError, match="train_steps must be >= 1"):
+        trainer_testdata.small_config(train_steps=0)
+
+
+def test_dual_encoder_in_batch_training_lowers_the_loss(
+    bert_checkpoint, listwise_examples_dir, transform_graph, tmp_path
+):
+    cfg = trainer_testdata.small_config(
+        model="dual_encoder",
+        dual_encoder={"checkpoint_dir": bert_checkpoint, "hidden_dropout": 0.0},
+        loss="in_batch_softmax",
+        train_steps=30,
+        validate_every=0,
+        log_every=1,
+        learning_rate=1e-2,
+        encoder_learning_rate=1e-2,
+    )
+    controller = trainer_testdata.make_controller(
+        cfg, listwise_examples_dir, transform_graph, str(tmp_path)
+    )
+    task, batch = controller.task, next(iter(controller.dataset))
+
+    def batch_loss() -> float:
+        outputs = task.forward(controller.model, batch, training=False)
+        return float(tf.reduce_mean(task.build_losses(batch, outputs)))
+
+    before = batch_loss()
+    controller.train()
+    loss = [h[1] for h in controller.history]
+    assert len(loss) == 30 and all(np.isfinite(loss))
+    assert np.mean(loss[-10:]) < 0.85 * np.mean(loss[:10]), loss
+    assert batch_loss() < 0.85 * before
+
+
+def _fn_args(tmp_path, examples_dir, transform_graph, cfg, steps):
+    root = tmp_path / "pipeline" / "Trainer"
+    return tfx.components.FnArgs(
+        working_dir=str(tmp_path / "work"),
+        train_files=trainer_testdata.split_pattern(examples_dir, "train"),
+        eval_files=trainer_testdata.split_pattern(examples_dir, "dev"),
+        train_steps=steps,
+        transform_graph_path=transform_graph,
+        serving_model_dir=str(root / "model" / "1" / "Format-Serving"),
+        model_run_dir=str(root / "model_run" / "1"),
+        custom_config={
+            "trainer": cfg.to_dict(),
+            "max_query_length": trainer_testdata.MAX_Q,
+            "max_doc_length": trainer_testdata.MAX_D,
+        },
+    )
+
+
+@pytest.fixture(scope="module")
+def zero_shot(bert_checkpoint, examples_dir, transform_graph, tmp_path_factory):
+    """run_fn with train_steps 0: the checkpoint exported as it is, fusion tuned on dev."""
+    cfg = _config(bert_checkpoint, train_steps=0)
+    args = _fn_args(tmp_path_factory.mktemp("zs"), examples_dir, transform_graph, cfg, 0)
+    return args, run_fn(args)
+
+
+def test_zero_shot_export_equals_numpy_mean_pooled_cosine(
+    zero_shot, bert_checkpoint, transform_graph
+):
+    args, result = zero_shot
+    assert result.steps == 0 and result.final_metric is not None
+    loaded = tf.saved_model.load(args.serving_model_dir)
+    got = (
+        loaded.signatures["serving_default"](
+            query=tf.constant(QUERIES), document=tf.constant(DOCS)
+        )["score"]
+        .numpy()
+        .astype(np.float64)
+    )
+    ckpt = hf_checkpoint.read_checkpoint(bert_checkpoint)
+    config = json.loads(open(os.path.join(bert_checkpoint, "config.json")).read())
+    vocab = read_vocab(transform_graph)
+    cls_id, sep_id = vocab.index("[CLS]"), vocab.index("[SEP]")
+    q_ids = trainer_testdata.tokenize(transform_graph, QUERIES)
+    d_ids = trainer_testdata.tokenize(transform_graph, DOCS)
+    want = [
+        _reference_embedding(ckpt, config, q[: trainer_testdata.MAX_Q], cls_id, sep_id)
+        @ _reference_embedding(ckpt, config, d[: trainer_testdata.MAX_D], cls_id, sep_id)
+        for q, d in zip(q_ids, d_ids)
+    ]
+    np.testing.assert_allclose(got, want, atol=1e-5)
+
+
+def test_tuned_alpha_is_the_dev_grid_argmax(zero_shot, examples_dir):
+    """Recomputed from the EXPORTED model's scores of the dev examples, not the Trainer's."""
+    args, result = zero_shot
+    with open(os.path.join(args.model_run_dir, "train_results.json")) as f:
+        written = json.load(f)["fusion"]
+    assert written == result.fusion and result.fusion["mode"] == "tuned"
+    loaded = tf.saved_model.load(args.serving_model_dir)
+    records = trainer_testdata.read_records(trainer_testdata.split_pattern(examples_dir, "dev")[0])
+    scores = loaded.signatures["score_examples"](examples=tf.constant(records))["score"].numpy()
+    run, first, qrels = {}, {}, {}
+    for record, score in zip(records, scores):
+        f = tf.train.Example.FromString(record).features.feature
+        qid, docid = f["qid"].bytes_list.value[0].decode(), f["docids"].bytes_list.value[0].decode()
+        run.setdefault(qid, {})[docid] = float(score)
+        first.setdefault(qid, {})[docid] = float(f["first_stage_scores"].float_list.value[0])
+        if f["judged"].int64_list.value[0]:
+            qrels.setdefault(qid, {})[docid] = int(round(f["labels"].float_list.value[0]))
+
+    def metric(r):
+        per_query = trec_eval.compute_metrics(qrels, r, ["ndcg_cut_10"])
+        return trec_eval.aggregate(per_query)["ndcg_cut_10"]
+
+    grid = {a: metric(fusion.fuse_run(run, first, a)) for a in fusion.ALPHA_GRID}
+    best = max(grid.values())
+    assert result.fusion["alpha"] == max(a for a, v in grid.items() if np.isclose(v, best))
+    for a, v in grid.items():
+        assert result.fusion["dev_grid"][f"{a:.2f}"] == pytest.approx(v, abs=1e-9)
+    on_disk = fusion.read_fusion(args.serving_model_dir)
+    assert on_disk["alpha"] == result.fusion["alpha"]
+
+
+def test_rank_candidates_fuses_as_the_trainer_chose(zero_shot):
+    args, result = zero_shot
+    loaded = tf.saved_model.load(args.serving_model_dir)
+    first = np.array([3.0, 1.0, 2.5, 0.5], np.float32)
+    out = loaded.signatures["rank_candidates"](
+        query=tf.constant(QUERIES[0]),
+        documents=tf.constant(DOCS),
+        first_stage_scores=tf.constant(first),
+    )
+    single = loaded.signatures["serving_default"](
+        query=tf.constant([QUERIES[0]] * len(DOCS)), document=tf.constant(DOCS)
+    )["score"].numpy()
+    np.testing.assert_allclose(out["reranker_score"].numpy(), single, atol=1e-6)
+    want = fusion.fuse(single, first, result.fusion["alpha"])
+    np.testing.assert_allclose(out["fused_score"].numpy(), want, atol=1e-6)
+
+
+def test_fusion_alpha_0_and_1_reproduce_each_ranking():
+    rng = np.random.default_rng(0)
+    reranker = {f"q{i}": {f"d{j}": float(rng.normal()) for j in range(30)} for i in range(5)}
+    first = {q: {d: float(rng.uniform(5, 25)) for d in docs} for q, docs in reranker.items()}
+    first["q0"]["d3"] = first["q0"]["d4"]  # a tie stays a tie (trec_eval breaks it by docno)
+
+    def order(run):
+        return {q: trec_eval.rank_documents(docs) for q, docs in run.items()}
+
+    assert order(fusion.fuse_run(reranker, first, 0.0)) == order(first)
+    assert order(fusion.fuse_run(reranker, first, 1.0)) == order(reranker)
+    # Equal scores in a list normalise to 0 rather than dividing by zero.
+    assert fusion.minmax(np.array([2.0, 2.0])).tolist() == [0.0, 0.0]
+    with pytest.raises(ValueError, match="no first-stage score"):
+        fusion.fuse_run({"q": {"a": 1.0}}, {"q": {}}, 0.5)
+
+
+def test_tune_alpha_ties_go_to_the_larger_alpha():
+    values = {0.0: 0.5, 0.5: 0.7, 0.75: 0.7, 1.0: 0.6}
+    alpha, grid = fusion.tune_alpha({}, {}, lambda run: 0.0, grid=tuple(values))
+    assert alpha == 1.0 and set(grid) == set(values)  # all equal: the largest
+    calls = iter(values.values())
+    alpha, _ = fusion.tune_alpha({}, {}, lambda run: next(calls), grid=tuple(values))
+    assert alpha == 0.75
+
+
+def test_embedded_dev_scoring_equals_pairwise_scoring(
+    bert_checkpoint, examples_dir, transform_graph, tmp_path
+):
+    cfg = _config(bert_checkpoint, train_steps=1)
+    controller = trainer_testdata.make_controller(cfg, examples_dir, transform_graph, str(tmp_path))
+    fast = controller.score_dev()  # dual encoder: each distinct text embedded once
+    slow = validation.score_dev(
+        controller.score,
+        controller.eval_files,
+        7,
+        trainer_testdata.MAX_Q,
+        trainer_testdata.MAX_D,
+    )
+    assert fast.qrels == slow.qrels and fast.first_stage == slow.first_stage
+    assert fast.run.keys() == slow.run.keys()
+    for qid, docs in slow.run.items():
+        assert fast.run[qid] == pytest.approx(docs, abs=1e-5)

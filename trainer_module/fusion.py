@@ -1,0 +1,96 @@
+"""Fusion of the reranker's scores with the first stage's (run interpolation).
+
+Per query, both score lists are min-max normalised over that query's candidates and the fused
+score is alpha * reranker + (1 - alpha) * first stage (capreolus's `interpolate_runs`; Birch and
+"Simple Applications of BERT for Ad Hoc Document Retrieval" interpolate the same way). With
+alpha = 0 the ranking is the first stage's, with alpha = 1 the reranker's (min-max is monotone).
+
+The same arithmetic runs in three places that must agree: the Trainer tunes alpha here, the
+RankingEvaluator fuses with `fuse_run`, and the SavedModel's `rank_candidates` signature
+(trainer_module/export.py) fuses in-graph in float64.
+
+Written by hand: the interpolation is three lines, and ir-measures/pytrec_eval have no fusion.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import numpy as np
+import tensorflow as tf
+
+Run = dict[str, dict[str, float]]
+Qrels = dict[str, dict[str, int]]
+
+# The alpha grid of the tuned mode: 0, 0.05, ..., 1.
+ALPHA_GRID = tuple(round(i * 0.05, 2) for i in range(21))
+# Written into the SavedModel (assets.extra/, which TF Serving ignores) for the evaluator and
+# the model card; the signature carries the same alpha as a constant.
+FUSION_FILE = "assets.extra/fusion.json"
+
+
+def minmax(scores: np.ndarray) -> np.ndarray:
+    """(x - min) / (max - min) in float64; all zeros when every score is equal."""
+    x = np.asarray(scores, dtype=np.float64)
+    if x.size == 0:
+        return x
+    lo, hi = x.min(), x.max()
+    return (x - lo) / (hi - lo) if hi > lo else np.zeros_like(x)
+
+
+def fuse(reranker: np.ndarray, first_stage: np.ndarray, alpha: float) -> np.ndarray:
+    """One query's fused scores (candidates in the same order in both arrays)."""
+    return alpha * minmax(reranker) + (1.0 - alpha) * minmax(first_stage)
+
+
+def fuse_run(reranker: Run, first_stage: Run, alpha: float) -> Run:
+    """Fused run over the reranker's candidates. A candidate the first stage did not return
+    (it cannot happen for datagen's examples) raises rather than being silently dropped."""
+    out: Run = {}
+    for qid, docs in reranker.items():
+        docids = sorted(docs)
+        fs = first_stage.get(qid, {})
+        missing = [d for d in docids if d not in fs]
+        if missing:
+            raise ValueError(f"fusion: query {qid!r}: no first-stage score for {missing[:3]}")
+        fused = fuse(np.array([docs[d] for d in docids]), np.array([fs[d] for d in docids]), alpha)
+        out[qid] = dict(zip(docids, (float(v) for v in fused)))
+    return out
+
+
+def tune_alpha(
+    reranker: Run,
+    first_stage: Run,
+    metric_fn: Callable[[Run], float],
+    grid: tuple[float, ...] = ALPHA_GRID,
+) -> tuple[float, dict[float, float]]:
+    """The grid alpha maximising metric_fn(fused dev run); ties go to the larger alpha.
+    Returns (alpha, {alpha: metric})."""
+    values = {alpha: metric_fn(fuse_run(reranker, first_stage, alpha)) for alpha in grid}
+    best = max(values.items(), key=lambda kv: (kv[1], kv[0]))
+    return best[0], values
+
+
+def fusion_alpha(mode: str, fixed_alpha: float, tuned_alpha: float | None) -> float | None:
+    """The alpha a model carries: None when fusion is off."""
+    if mode == "none":
+        return None
+    return fixed_alpha if mode == "fixed" else tuned_alpha
+
+
+def read_fusion(saved_model_dir: str) -> dict | None:
+    """The fusion settings written with a SavedModel, or None (no fusion, or an older model)."""
+    path = f"{saved_model_dir.rstrip('/')}/{FUSION_FILE}"
+    if not tf.io.gfile.exists(path):
+        return None
+    with tf.io.gfile.GFile(path) as f:
+        fusion = json.load(f)
+    return fusion if fusion.get("alpha") is not None else None
+
+
+def minmax_tf(x: tf.Tensor) -> tf.Tensor:
+    """minmax() in-graph over a 1-D tensor (float64)."""
+    x = tf.cast(x, tf.float64)
+    lo, hi = tf.reduce_min(x), tf.reduce_max(x)
+    return tf.where(hi > lo, (x - lo) / tf.where(hi > lo, hi - lo, 1.0), tf.zeros_like(x))
