@@ -41,9 +41,14 @@ OVERRIDES = [
 ]
 
 
-def _run(env: dict[str, str]) -> subprocess.CompletedProcess:
+# A third run: the same KNRM without fusion (it ranks far below BM25 on Cranfield) under the
+# default first-stage rule (min_delta_vs_first_stage 0.0): the gate must refuse it.
+WORSE = ["trainer.fusion=none", "evaluator.min_delta_vs_first_stage=0.0"]
+
+
+def _run(env: dict[str, str], extra: list[str] = ()) -> subprocess.CompletedProcess:
     args = [sys.executable, "-m", "pipelines.cli", "run", "cranfield-knrm"]
-    for override in OVERRIDES:
+    for override in [*OVERRIDES, *extra]:
         args += ["--set", override]
     return subprocess.run(args, env=env, capture_output=True, text=True, check=False)
 
@@ -72,7 +77,7 @@ def e2e(tmp_path_factory, shared_data: Path):
             )
         )
     )
-    return {"config": config, "first": first, "second": second, "store": store}
+    return {"config": config, "first": first, "second": second, "store": store, "env": env}
 
 
 def _latest(store, type_name: str):
@@ -239,3 +244,23 @@ def test_second_identical_run_is_cached(e2e) -> None:
     # baseline is found at run time under the push destination), and so is the push: one model,
     # pushed once.
     assert len(store.get_artifacts_by_type("PushedModel")) == 1
+
+
+# Last in the file on purpose: it adds a third run to the pipeline the tests above inspect.
+def test_a_model_worse_than_bm25_is_not_blessed_by_the_default_gate(e2e) -> None:
+    third = _run(e2e["env"], WORSE)
+    assert third.returncode == 0, third.stdout[-3000:] + third.stderr[-5000:]
+    store = e2e["store"]
+    evaluation = _latest(store, "ModelEvaluation")
+    with open(os.path.join(evaluation.uri, "metrics.json")) as f:
+        metrics = json.load(f)
+    main = metrics["main_metric"]
+    assert metrics["fusion"] is None
+    assert metrics["aggregate"]["candidate"][main] < metrics["aggregate"]["first_stage"][main]
+    assert metrics["thresholds"]["min_delta_vs_first_stage"] == 0.0
+    assert not metrics["blessed"]
+    assert any(f"{main} change vs first stage" in r for r in metrics["reasons"]), metrics
+    assert _latest(store, "ModelBlessing").custom_properties["blessed"].int_value == 0
+    pushed = store.get_artifacts_by_type("PushedModel")
+    assert sum(a.custom_properties["pushed"].int_value for a in pushed) == 1  # run 1's only
+    assert "NOT BLESSED" in third.stdout

@@ -35,18 +35,6 @@ RUN_SETTINGS = (
     ["trainer.train_steps=120"],
     ["trainer.train_steps=121", "evaluator.min_delta_vs_baseline=null"],
 )
-# A model worse than BM25 under the demo's evaluator config, whose first-stage / baseline rules
-# are the defaults: a tiny Transformer after one step (about a random ranking; KNRM learns the
-# demo within two steps), no fusion. It must end NOT BLESSED and not be pushed.
-WORSE_SETTINGS = [
-    "trainer.model=transformer",
-    "trainer.transformer.hidden_size=32",
-    "trainer.transformer.num_layers=1",
-    "trainer.transformer.num_heads=2",
-    "trainer.transformer.intermediate_size=64",
-    "trainer.train_steps=1",
-    "trainer.fusion=none",
-]
 
 
 @dataclass
@@ -141,10 +129,3 @@ def demo_runs(base_tmp: Path) -> DemoRuns:
             second=second,
         )
     return _CACHE["runs"]
-
-
-def worse_run(runs: DemoRuns) -> PipelineRun:
-    """A third run after demo_runs' two (upstream components cached): a bad model."""
-    if "worse" not in _CACHE:
-        _CACHE["worse"] = _snapshot(runs.pipeline_root, _run_pipeline(runs.outputs, WORSE_SETTINGS))
-    return _CACHE["worse"]

@@ -358,22 +358,3 @@ def test_tfma_with_the_trained_model_matches_the_evaluator(
     ((_, by_output),) = result.slicing_metrics
     got = {k: v["doubleValue"] for k, v in by_output[""][""].items()}
     assert got == pytest.approx(run1.metrics["aggregate"]["candidate"], abs=1e-9)
-
-
-def test_a_model_worse_than_the_first_stage_is_not_blessed(pipeline_runs: DemoRuns) -> None:
-    """The default gate (evaluator.min_delta_vs_first_stage = 0.0, min_delta_vs_baseline =
-    0.0) refuses a real pipeline run's model that ranks worse than BM25, and nothing is pushed."""
-    from demo_pipeline import worse_run
-
-    run = worse_run(pipeline_runs)
-    metrics = run.metrics
-    main = metrics["main_metric"]
-    assert metrics["fusion"] is None and "reranker" not in metrics["aggregate"]
-    assert metrics["aggregate"]["candidate"][main] < metrics["aggregate"]["first_stage"][main]
-    assert metrics["thresholds"]["min_delta_vs_first_stage"] == 0.0
-    assert metrics["thresholds"]["min_delta_vs_baseline"] == 0.0
-    assert not metrics["blessed"]
-    assert any(f"{main} change vs first stage" in r for r in metrics["reasons"]), metrics["reasons"]
-    assert run.blessing.custom_properties["blessed"].int_value == 0
-    assert run.pushed.custom_properties["pushed"].int_value == 0
-    assert "NOT BLESSED" in run.stdout
