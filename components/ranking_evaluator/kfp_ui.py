@@ -10,14 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from components.ranking_evaluator.report import LABELS
+
 # Measures shown as scalars, after the main metric, when the evaluator computed them.
 HEADLINE_MEASURES = ("ndcg_cut_10", "map", "recip_rank", "P_10")
-SYSTEM_LABELS = {
-    "candidate": "candidate",
-    "first_stage": "first stage",
-    "reranker": "reranker alone",
-    "baseline": "baseline",
-}
+# The report's names of the systems, in the order the scalars are listed.
+SYSTEM_LABELS = {s: LABELS[s] for s in ("candidate", "first_stage", "reranker", "baseline")}
 DISPLAY_NAMES = {
     "report": "Evaluation report",
     "report_markdown": "Evaluation report (Markdown)",

@@ -21,6 +21,7 @@ from kfp.pipeline_spec import pipeline_spec_pb2 as pb
 from tfx import v1 as tfx
 
 from pipelines import kfp_local_backend
+from pipelines.config import COMPONENT_IDS
 from pipelines.kfp_local_backend import BackendError, LocalKfpBackend
 from pipelines.pipeline import SCHEMA_FILE
 
@@ -169,16 +170,7 @@ def test_input_artifacts_come_back_as_from_mlmd() -> None:
 
 # ---- the compiled demo pipeline, end to end -------------------------------------------------
 
-COMPONENTS = {
-    "RankingDataGen",
-    "StatisticsGen",
-    "ImportSchemaGen",
-    "ExampleValidator",
-    "ExampleGate",
-    "Trainer",
-    "RankingEvaluator",
-    "Pusher",
-}
+COMPONENTS = set(COMPONENT_IDS)
 
 
 @pytest.fixture(scope="module")

@@ -8,16 +8,7 @@ from pathlib import Path
 from pipelines.config import COMPONENT_IDS, load_config
 from pipelines.pipeline import SCHEMA_FILE, create_pipeline
 
-COMPONENTS = [
-    "RankingDataGen",
-    "StatisticsGen",
-    "ImportSchemaGen",
-    "ExampleValidator",
-    "ExampleGate",
-    "Trainer",
-    "RankingEvaluator",
-    "Pusher",
-]
+COMPONENTS = list(COMPONENT_IDS)
 
 
 def test_create_pipeline_wires_every_component(shared_data: Path) -> None:
