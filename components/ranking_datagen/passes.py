@@ -62,7 +62,9 @@ def _pipeline_counters(result: beam.runners.runner.PipelineResult) -> dict[str, 
     for counter in result.metrics().query()["counters"]:
         if counter.key.metric.namespace == readers.METRICS_NAMESPACE:
             name = counter.key.metric.name
-            counters[name] = counters.get(name, 0) + int(counter.committed or counter.attempted)
+            # Portable runners report attempted values only (committed is None there).
+            value = counter.committed if counter.committed is not None else counter.attempted
+            counters[name] = counters.get(name, 0) + int(value or 0)
     return counters
 
 
