@@ -303,9 +303,7 @@ def test_same_config_gives_byte_identical_outputs_on_every_runner(
     drop = {"seconds", "timings"}
     summary = {k: v for k, v in cranfield_bm25.summary.items() if k not in drop}
     assert summary["beam_counters"]["texts_d"] > 0
-    assert summary == {
-        k: v for k, v in cranfield_other_runner.summary.items() if k not in drop
-    }
+    assert summary == {k: v for k, v in cranfield_other_runner.summary.items() if k not in drop}
 
 
 # ------------------------------------------------------------------------------------------
