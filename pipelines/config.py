@@ -15,6 +15,7 @@ from pathlib import Path
 
 from pipelines import config_loader
 from pipelines.config_loader import ConfigError
+from pipelines.cpus import available_cpus
 from trainer_module.config import TrainerConfig
 from trainer_module.models.hf_checkpoint import installed_minilm_dir
 
@@ -242,7 +243,9 @@ class PusherConfig:
 class BeamConfig:
     # DirectRunner mode: in_memory, multi_threading or multi_processing.
     direct_running_mode: str = "multi_processing"
-    direct_num_workers: int = 0  # DirectRunner workers; 0 = one per CPU
+    # DirectRunner workers; 0 = one per CPU this process may use: the cgroup CPU quota (a pod's
+    # CPU limit) when set, else the CPU affinity (pipelines/cpus.py), resolved where it runs.
+    direct_num_workers: int = 0
     # Extra Beam pipeline args, e.g. ["--runner=DataflowRunner", "--project=..."].
     extra_args: list[str] = field(default_factory=list)
 
@@ -254,9 +257,11 @@ class BeamConfig:
         )
 
     def pipeline_args(self, resolve_workers: bool = True) -> list[str]:
-        """Beam args. resolve_workers=False keeps 0 (Beam then uses the CPUs of the machine it
-        runs on): a compiled Kubeflow spec must not carry the compiling machine's CPU count."""
-        workers = self.direct_num_workers or (os.cpu_count() or 1 if resolve_workers else 0)
+        """Beam args. 0 workers becomes available_cpus() here (the cgroup CPU quota, not the
+        machine's core count Beam itself would take). resolve_workers=False keeps 0: a compiled
+        Kubeflow spec must not carry the compiling machine's count; the executors' entrypoint
+        resolves it in the pod (pipelines/kfp_entrypoint.py resolve_beam_workers)."""
+        workers = self.direct_num_workers or (available_cpus() if resolve_workers else 0)
         if self.direct_running_mode == "in_memory":
             workers = 1  # in_memory runs one worker whatever is asked; say so to Beam
         return [
