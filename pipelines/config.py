@@ -324,11 +324,23 @@ class KubeflowConfig:
     # Per component id (RankingDataGen, StatisticsGen, ImportSchemaGen, ExampleValidator,
     # ExampleGate, Trainer, RankingEvaluator, Pusher): display name and resources.
     components: dict[str, KubeflowComponentConfig] = field(default_factory=dict)
-    # Show display names in the UI. KFP backends before 2.14 resolve inputs by display name
-    # and then fail (kubeflow/pipelines#11938): set false there.
-    display_names: bool = True
+    # Write display names ("Train reranker", ...) as the tasks' taskInfo.name. Off by default:
+    # KFP 2.0 to 2.5 (Kubeflow 1.8 to 1.10) record each execution under taskInfo.name and look
+    # producers up by task key (backend/src/v2/driver/driver.go: Container sets ecfg.TaskName
+    # from taskInfo.name, resolveUpstreamArtifacts reads tasks[producerTask] from
+    # metadata/client.go GetExecutionsInDAG), so every task with an input fails with "cannot
+    # find producer task". true: KFP >= 2.14 (the task key travels as --task_name,
+    # kubeflow/pipelines#11938, #12061) or Vertex AI.
+    display_names: bool = False
 
     def __post_init__(self) -> None:
+        named = sorted(k for k, c in self.components.items() if c.display_name is not None)
+        if named and not self.display_names:
+            raise ValueError(
+                f"components.{named[0]}.display_name is set but display_names is false (the "
+                "default, which KFP 2.0 to 2.5 need); set display_names: true (KFP >= 2.14, "
+                "Vertex AI) or remove the display_name"
+            )
         for name in self.components:
             if name not in COMPONENT_IDS:
                 close = difflib.get_close_matches(name, COMPONENT_IDS, n=1)

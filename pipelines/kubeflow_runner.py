@@ -59,7 +59,9 @@ VERTEX_SCHEMES = ("gs://",)
 # TensorFlow's filesystems in the image, where tf.io.gfile has gs:// built in; s3:// and minio://
 # would need tensorflow-io, which is not installed ("File system scheme 's3' not implemented").
 COMPONENT_SCHEMES = ("gs://",)
-# What the KFP UI shows for each component unless runner.kubeflow.components.<id> says otherwise.
+# What the KFP UI shows for each component with runner.kubeflow.display_names true, unless
+# runner.kubeflow.components.<id>.display_name says otherwise. Off by default: KFP 2.0 to 2.5
+# resolve inputs by the name in taskInfo.name (pipelines/config.py KubeflowConfig).
 DISPLAY_NAMES = {
     "RankingDataGen": "Generate ranking data",
     "StatisticsGen": "Compute statistics",
