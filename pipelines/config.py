@@ -354,8 +354,9 @@ class KubeflowConfig:
 @dataclass
 class RunnerConfig:
     pipeline_name: str = "rankpipe"  # also names the default pipeline root and push base
-    # Local runs keep artifacts and the SQLite MLMD store under this root. Kubeflow: the
-    # spec's defaultPipelineRoot, an object-store URI (gs://, s3://, minio://).
+    # Local runs keep artifacts and the SQLite MLMD store under this root. Kubeflow: an
+    # object-store URI (gs://, s3://, minio://), the spec's defaultPipelineRoot, which only the
+    # KFP UI's run form reads: `rankpipe submit` sends it with the run (docs/kubeflow.md).
     pipeline_root: str = "${RANKPIPE_OUTPUTS}/pipelines/${RANKPIPE_PIPELINE_NAME}"
     enable_cache: bool = True  # reuse a component's outputs when its inputs are unchanged
     beam: BeamConfig = field(default_factory=BeamConfig)

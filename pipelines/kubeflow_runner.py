@@ -2,7 +2,8 @@
 
 `compile_pipeline(config, output, fmt)` writes either
 - "yaml": a bare KFP `PipelineSpec` (schema 2.1.0), what the KFP UI's upload and the `kfp` client
-  (`kfp pipeline create`, `kfp run create -f`) accept; or
+  (`kfp pipeline create`, `kfp run create -f`) accept, and what `rankpipe submit`
+  (pipelines/kfp_submit.py) starts a run of, the pipeline root sent with the run; or
 - "vertex": a Vertex AI `PipelineJob` JSON (`pipelineSpec` + `runtimeConfig`) for
   `google.cloud.aiplatform.PipelineJob(template_path=...)`.
 
