@@ -2,6 +2,8 @@
 
 rankpipe run CONFIG [--set key=value ...] [-v]   run the pipeline locally (LocalDagRunner)
 rankpipe compile CONFIG [--output FILE] [--format yaml|vertex]   write the Kubeflow spec
+rankpipe submit CONFIG --host URL [--experiment E] [--run-name R] [--pipeline-root URI]
+                [--namespace NS]                 compile and start a run on a KFP v2 API
 rankpipe config show CONFIG [--set ...]          print the resolved config
 rankpipe data demo OUT_DIR [--seed N]            write the demo collection
 rankpipe eval QRELS RUN [trec_eval flags]        trec_eval-compatible metrics
@@ -179,6 +181,28 @@ def cmd_compile(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_submit(args: argparse.Namespace) -> int:
+    from pipelines import kfp_submit
+
+    if args.pipeline_root:  # the same as --set, so it is checked (and compiled) the same way
+        args.set = [*args.set, f"runner.pipeline_root={args.pipeline_root}"]
+    config = _load(args, check_inputs=False)
+    try:
+        run = kfp_submit.submit_run(
+            config, args.host, args.experiment, args.run_name, args.namespace
+        )
+    except kfp_submit.SubmitError as e:
+        print(f"rankpipe: {e}", file=sys.stderr)
+        return 1
+    print(
+        f"Submitted run {run.run_name!r} ({run.run_id}) of {config.runner.pipeline_name!r} "
+        f"to {args.host}, experiment {run.experiment!r}\n"
+        f"Pipeline root: {run.pipeline_root}\n"
+        f"Run details: {run.url}"
+    )
+    return 0
+
+
 def cmd_config_show(args: argparse.Namespace) -> int:
     import dataclasses
 
@@ -235,6 +259,31 @@ def _parser() -> argparse.ArgumentParser:
         "vertex: a Vertex AI PipelineJob JSON",
     )
     p.set_defaults(func=cmd_compile)
+
+    p = sub.add_parser(
+        "submit",
+        help="compile and start a run on Kubeflow Pipelines v2 (kfp.Client), root included",
+    )
+    with_config(p)
+    p.add_argument(
+        "--host",
+        required=True,
+        help="the KFP API, e.g. http://localhost:8080 (kubectl port-forward -n kubeflow "
+        "svc/ml-pipeline-ui 8080:80)",
+    )
+    p.add_argument("--experiment", help="experiment (made if missing; default: the pipeline name)")
+    p.add_argument("--run-name", help="run name (default: the pipeline name and the time)")
+    p.add_argument(
+        "--pipeline-root",
+        metavar="URI",
+        help="where the run's artifacts go (gs://, s3://, minio://); the same as "
+        "--set runner.pipeline_root=URI. Sent with the run: KFP ignores the spec's own root",
+    )
+    p.add_argument(
+        "--namespace",
+        help="Kubeflow profile namespace (multi-user Kubeflow); default: the kfp client's",
+    )
+    p.set_defaults(func=cmd_submit)
 
     p = sub.add_parser("config", help="config commands")
     config_sub = p.add_subparsers(dest="config_command", required=True)

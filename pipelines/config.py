@@ -15,6 +15,7 @@ from pathlib import Path
 
 from pipelines import config_loader
 from pipelines.config_loader import ConfigError
+from pipelines.cpus import available_cpus
 from trainer_module.config import TrainerConfig
 from trainer_module.models.hf_checkpoint import installed_minilm_dir
 
@@ -242,7 +243,9 @@ class PusherConfig:
 class BeamConfig:
     # DirectRunner mode: in_memory, multi_threading or multi_processing.
     direct_running_mode: str = "multi_processing"
-    direct_num_workers: int = 0  # DirectRunner workers; 0 = one per CPU
+    # DirectRunner workers; 0 = one per CPU this process may use: the cgroup CPU quota (a pod's
+    # CPU limit) when set, else the CPU affinity (pipelines/cpus.py), resolved where it runs.
+    direct_num_workers: int = 0
     # Extra Beam pipeline args, e.g. ["--runner=DataflowRunner", "--project=..."].
     extra_args: list[str] = field(default_factory=list)
 
@@ -254,9 +257,11 @@ class BeamConfig:
         )
 
     def pipeline_args(self, resolve_workers: bool = True) -> list[str]:
-        """Beam args. resolve_workers=False keeps 0 (Beam then uses the CPUs of the machine it
-        runs on): a compiled Kubeflow spec must not carry the compiling machine's CPU count."""
-        workers = self.direct_num_workers or (os.cpu_count() or 1 if resolve_workers else 0)
+        """Beam args. 0 workers becomes available_cpus() here (the cgroup CPU quota, not the
+        machine's core count Beam itself would take). resolve_workers=False keeps 0: a compiled
+        Kubeflow spec must not carry the compiling machine's count; the executors' entrypoint
+        resolves it in the pod (pipelines/kfp_entrypoint.py resolve_beam_workers)."""
+        workers = self.direct_num_workers or (available_cpus() if resolve_workers else 0)
         if self.direct_running_mode == "in_memory":
             workers = 1  # in_memory runs one worker whatever is asked; say so to Beam
         return [
@@ -319,11 +324,23 @@ class KubeflowConfig:
     # Per component id (RankingDataGen, StatisticsGen, ImportSchemaGen, ExampleValidator,
     # ExampleGate, Trainer, RankingEvaluator, Pusher): display name and resources.
     components: dict[str, KubeflowComponentConfig] = field(default_factory=dict)
-    # Show display names in the UI. KFP backends before 2.14 resolve inputs by display name
-    # and then fail (kubeflow/pipelines#11938): set false there.
-    display_names: bool = True
+    # Write display names ("Train reranker", ...) as the tasks' taskInfo.name. Off by default:
+    # KFP 2.0 to 2.5 (Kubeflow 1.8 to 1.10) record each execution under taskInfo.name and look
+    # producers up by task key (backend/src/v2/driver/driver.go: Container sets ecfg.TaskName
+    # from taskInfo.name, resolveUpstreamArtifacts reads tasks[producerTask] from
+    # metadata/client.go GetExecutionsInDAG), so every task with an input fails with "cannot
+    # find producer task". true: KFP >= 2.14 (the task key travels as --task_name,
+    # kubeflow/pipelines#11938, #12061) or Vertex AI.
+    display_names: bool = False
 
     def __post_init__(self) -> None:
+        named = sorted(k for k, c in self.components.items() if c.display_name is not None)
+        if named and not self.display_names:
+            raise ValueError(
+                f"components.{named[0]}.display_name is set but display_names is false (the "
+                "default, which KFP 2.0 to 2.5 need); set display_names: true (KFP >= 2.14, "
+                "Vertex AI) or remove the display_name"
+            )
         for name in self.components:
             if name not in COMPONENT_IDS:
                 close = difflib.get_close_matches(name, COMPONENT_IDS, n=1)
@@ -337,8 +354,9 @@ class KubeflowConfig:
 @dataclass
 class RunnerConfig:
     pipeline_name: str = "rankpipe"  # also names the default pipeline root and push base
-    # Local runs keep artifacts and the SQLite MLMD store under this root. Kubeflow: the
-    # spec's defaultPipelineRoot, an object-store URI (gs://, s3://, minio://).
+    # Local runs keep artifacts and the SQLite MLMD store under this root. Kubeflow: an
+    # object-store URI (gs://, s3://, minio://), the spec's defaultPipelineRoot, which only the
+    # KFP UI's run form reads: `rankpipe submit` sends it with the run (docs/kubeflow.md).
     pipeline_root: str = "${RANKPIPE_OUTPUTS}/pipelines/${RANKPIPE_PIPELINE_NAME}"
     enable_cache: bool = True  # reuse a component's outputs when its inputs are unchanged
     beam: BeamConfig = field(default_factory=BeamConfig)

@@ -36,6 +36,11 @@ after fixing what that entrypoint cannot handle on the open-source KFP v2 backen
 5. The launcher's own output. Since KFP 2.14 the driver adds an `executor-logs` output (type
    title `system.Artifact`, backend/src/v2/driver/driver.go provisionOutputs) that the launcher
    writes itself; TFX would try to import `system.Artifact`. It is hidden from TFX.
+6. Beam's worker count. The compiled spec carries `--direct_num_workers=0` (the compiling
+   machine's CPU count must not reach it), and Beam's DirectRunner would turn 0 into
+   `multiprocessing.cpu_count()`: the node's cores, not the pod's CPU limit, that many worker
+   processes importing TensorFlow under the pod's memory limit. `resolve_beam_workers` replaces
+   0 with pipelines/cpus.py available_cpus() (the cgroup CPU quota), here in the pod.
 
 What the TFX entrypoint already does right is left to it: parameters from `parameterValues`
 when the inputs spec is given (schema 2.1), the executor context, the ExecutorOutput format.
@@ -190,6 +195,20 @@ def restore_output_uris(output_file: str, original: dict[str, str]) -> None:
     os.replace(tmp, output_file)
 
 
+def resolve_beam_workers(beam_args: Sequence[str], cpus: int | None = None) -> list[str]:
+    """The Beam args with `--direct_num_workers=0` (or `--direct_num_workers 0`) replaced by
+    `cpus`, default available_cpus() of this pod (fix 6); other values are kept."""
+    from pipelines.cpus import available_cpus
+
+    out = list(beam_args)
+    for i, arg in enumerate(out):
+        if arg == "--direct_num_workers" and i + 1 < len(out) and out[i + 1].strip() == "0":
+            out[i + 1] = str(cpus or available_cpus())
+        elif arg.startswith("--direct_num_workers=") and arg.split("=", 1)[1].strip() == "0":
+            out[i] = f"--direct_num_workers={cpus or available_cpus()}"
+    return out
+
+
 def prepare(
     args: argparse.Namespace,
 ) -> tuple[pipeline_spec_pb2.ExecutorInput, dict[str, str]]:
@@ -232,6 +251,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         list(sys.argv[1:] if argv is None else argv)
     )
     executor_input, original = prepare(args)
+    resolved = resolve_beam_workers(beam_args)
+    if resolved != beam_args:
+        logging.info("Beam: --direct_num_workers=0 resolved to this pod's CPUs: %s", resolved)
+        beam_args = resolved
     import_utils.import_class_by_path(args.executor_class_path)  # timed apart from the run
     ready = time.monotonic()
     kubeflow_v2_run_executor.main((args, beam_args))

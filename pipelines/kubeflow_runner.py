@@ -2,7 +2,8 @@
 
 `compile_pipeline(config, output, fmt)` writes either
 - "yaml": a bare KFP `PipelineSpec` (schema 2.1.0), what the KFP UI's upload and the `kfp` client
-  (`kfp pipeline create`, `kfp run create -f`) accept; or
+  (`kfp pipeline create`, `kfp run create -f`) accept, and what `rankpipe submit`
+  (pipelines/kfp_submit.py) starts a run of, the pipeline root sent with the run; or
 - "vertex": a Vertex AI `PipelineJob` JSON (`pipelineSpec` + `runtimeConfig`) for
   `google.cloud.aiplatform.PipelineJob(template_path=...)`.
 
@@ -59,7 +60,9 @@ VERTEX_SCHEMES = ("gs://",)
 # TensorFlow's filesystems in the image, where tf.io.gfile has gs:// built in; s3:// and minio://
 # would need tensorflow-io, which is not installed ("File system scheme 's3' not implemented").
 COMPONENT_SCHEMES = ("gs://",)
-# What the KFP UI shows for each component unless runner.kubeflow.components.<id> says otherwise.
+# What the KFP UI shows for each component with runner.kubeflow.display_names true, unless
+# runner.kubeflow.components.<id>.display_name says otherwise. Off by default: KFP 2.0 to 2.5
+# resolve inputs by the name in taskInfo.name (pipelines/config.py KubeflowConfig).
 DISPLAY_NAMES = {
     "RankingDataGen": "Generate ranking data",
     "StatisticsGen": "Compute statistics",

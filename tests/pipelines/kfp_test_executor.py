@@ -31,6 +31,8 @@ class Executor(base_executor.BaseExecutor):
             for qid, _, docid, _ in lines:
                 f.write(f"{qid} Q0 {docid} 1 1.0 {exec_properties['run_id']}\n")
         run.set_int_custom_property("num_lines", len(lines))
+        # The Beam args the entrypoint handed over (TFX passes them to every executor).
+        run.set_string_custom_property("extra_flags", " ".join(self._extra_flags or []))
         page = artifact_utils.get_single_instance(output_dict["page"])
         assert isinstance(page, HtmlReport)
         page.value = f"<p>{len(lines)} judgments</p>"

@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "components" / "ranking_evaluator"))
 from demo_pipeline import DemoRuns, demo_runs  # noqa: E402
 
-COMMANDS = ("run", "compile", "config", "data", "eval", "compare", "runs")
+COMMANDS = ("run", "compile", "submit", "config", "data", "eval", "compare", "runs")
 
 
 def _rankpipe(*args: str, env: dict | None = None, timeout: int = 600):

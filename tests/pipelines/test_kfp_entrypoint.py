@@ -104,7 +104,11 @@ def _local(uri: str) -> Path:
     return Path(path if path is not None else uri)
 
 
-def _argv(executor_input: dict, with_spec: bool = True) -> list[str]:
+def _argv(
+    executor_input: dict,
+    with_spec: bool = True,
+    beam: tuple[str, ...] = ("--direct_running_mode=in_memory",),
+) -> list[str]:
     # The argument shape TFX's compiler emits for schema 2.1 (step_builder.py).
     argv = [
         "--executor_class_path",
@@ -114,7 +118,7 @@ def _argv(executor_input: dict, with_spec: bool = True) -> list[str]:
     ]
     if with_spec:
         argv += ["--json_serialized_inputs_spec_args", json.dumps(INPUTS_SPEC)]
-    return argv + ["--direct_running_mode=in_memory"]
+    return argv + list(beam)
 
 
 def _write_qrels(executor_input: dict) -> None:
@@ -253,3 +257,38 @@ def test_empty_input_directory_is_recreated(tmp_path: Path) -> None:
     )
     kfp_entrypoint.localize_uris(spec_input)
     assert _local(uri).is_dir() and not any(_local(uri).iterdir())
+
+
+def test_beam_workers_zero_becomes_the_pods_cpus(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The compiled spec says 0; TFX hands it to the executor as is, and Beam's DirectRunner would
+    # then start multiprocessing.cpu_count() workers: the node's cores, not the pod's limit.
+    kfp_entrypoint.register_artifact_types()
+    beam = ("--direct_running_mode=multi_processing", "--direct_num_workers=0")
+    executor_input = _case(tmp_path, "store", input_type=_schema(artifacts.Qrels), logs=False)
+    _tfx_entrypoint(_argv(executor_input, beam=beam))
+    run = _read_output(executor_input).artifacts["run"].artifacts[0]
+    assert run.metadata["extra_flags"] == " ".join(beam)
+
+    from pipelines import cpus
+
+    monkeypatch.setattr(cpus, "available_cpus", lambda root="/": 3)  # a pod limited to 3 CPUs
+    kfp_entrypoint.main(_argv(executor_input, beam=beam))
+    run = _read_output(executor_input).artifacts["run"].artifacts[0]
+    assert run.metadata["extra_flags"] == (
+        "--direct_running_mode=multi_processing --direct_num_workers=3"
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--direct_num_workers=0"], ["--direct_num_workers=5"]),
+        (["--direct_num_workers", "0", "--x=1"], ["--direct_num_workers", "5", "--x=1"]),
+        (["--direct_num_workers=2"], ["--direct_num_workers=2"]),  # an explicit count stays
+        (["--runner=DataflowRunner"], ["--runner=DataflowRunner"]),
+    ],
+)
+def test_resolve_beam_workers(args: list[str], expected: list[str]) -> None:
+    assert kfp_entrypoint.resolve_beam_workers(args, cpus=5) == expected

@@ -117,6 +117,9 @@ def test_yaml_is_a_pipeline_spec_the_kfp_client_accepts(compiled: Path) -> None:
     assert spec.pipeline_info.name == "rankpipe-demo"
     assert spec.default_pipeline_root == "gs://bucket/rankpipe/root"
     assert set(spec.root.dag.tasks) == set(kubeflow_runner.DISPLAY_NAMES)
+    # No display names by default: KFP 2.0 - 2.5 record executions under taskInfo.name and look
+    # producers up by task key, so the two must be equal there.
+    assert all(key == task.task_info.name for key, task in spec.root.dag.tasks.items())
     assert components.load_component_from_file(str(compiled)).name == "rankpipe-demo"
     # Strict proto parsing (unknown fields fail), as the API server's protojson does.
     json_format.ParseDict(_spec(compiled), pipeline_spec_pb2.PipelineSpec())
@@ -151,11 +154,12 @@ def test_schema_2_1_parameters_and_our_entrypoint_no_resolver(compiled: Path) ->
 
 
 def test_resources_and_display_names_from_config(tmp_path: Path) -> None:
-    overrides = cluster_overrides("demo") + [
+    components = (
         "runner.kubeflow.components={Trainer: {cpu_limit: '8', memory_limit: 32Gi, "
         "accelerator_type: nvidia.com/gpu, accelerator_count: 2}, "
         "RankingDataGen: {display_name: Make examples, memory_limit: 500M}}"
-    ]
+    )
+    overrides = [*cluster_overrides("demo"), "runner.kubeflow.display_names=true", components]
     config = load_config("demo", overrides, check_inputs=False)
     spec = kubeflow_runner.build_pipeline_job(config)["pipelineSpec"]
     executors = spec["deploymentSpec"]["executors"]
@@ -169,10 +173,13 @@ def test_resources_and_display_names_from_config(tmp_path: Path) -> None:
     names = {k: t["taskInfo"]["name"] for k, t in spec["root"]["dag"]["tasks"].items()}
     assert names["Trainer"] == "Train reranker" and names["RankingDataGen"] == "Make examples"
     assert names["RankingEvaluator"] == "Evaluate and bless"
-    # KFP before 2.14 resolves inputs by display name: they can be turned off.
-    config = load_config("demo", [*overrides, "runner.kubeflow.display_names=false"], False)
+    # Off (the default, for KFP 2.0 - 2.5): the task keys, and a display_name is refused.
+    config = load_config("demo", cluster_overrides("demo"), check_inputs=False)
+    assert config.runner.kubeflow.display_names is False
     spec = kubeflow_runner.build_pipeline_job(config)["pipelineSpec"]
     assert all(k == t["taskInfo"]["name"] for k, t in spec["root"]["dag"]["tasks"].items())
+    with pytest.raises(ConfigError, match=r"components\.RankingDataGen\.display_name is set"):
+        load_config("demo", [*cluster_overrides("demo"), components], check_inputs=False)
 
 
 @pytest.mark.parametrize("config_name", SHIPPED)
