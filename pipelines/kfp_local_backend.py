@@ -8,7 +8,12 @@ in 2.14 - 2.17):
 - at run creation, a `resolver` executor (or any that is neither container nor importer) is
   refused with the compiler's message (compiler/visitor.go; compiler/argocompiler/dag.go);
 - tasks run one at a time in a topological order of the root DAG (dependentTasks plus the
-  producers the inputs name); no caching (a fresh run always executes);
+  producers the inputs name);
+- caching as the driver does it (driver/cache.go, cacheutils/cache.go): a task whose
+  `cachingOptions.enableCache` is set and whose fingerprint (input artifact ids, parameter
+  values, output specs, image, command and arguments) matches an earlier successful execution
+  of the same pipeline on this backend reuses that execution's outputs without running; so an
+  unchanged second run is served from the cache entirely, as on a cluster;
 - per task, the driver (driver/container.go, driver/resolve.go, driver/driver.go
   provisionOutputs) builds the ExecutorInput: `inputs.parameterValues` only, from `constant`
   runtime values (schema 2.0 `constantValue` is refused as resolve.go refuses it, and a legacy
@@ -47,6 +52,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import graphlib
+import hashlib
 import json
 import logging
 import os
@@ -96,6 +102,11 @@ class TaskResult:
     log: str  # the executor's stdout and stderr
     # Launcher phases, seconds: input download, the command's process, output upload.
     phases: dict[str, float] = dataclasses.field(default_factory=dict)
+    # The driver's cache fingerprint ("" when the task's caching is off) and whether the task
+    # was served from the cache (driver/container.go: no launcher, the cached execution's
+    # outputs reused as they are, same MLMD artifacts).
+    fingerprint: str = ""
+    cached: bool = False
 
 
 @dataclasses.dataclass
@@ -208,6 +219,7 @@ class LocalKfpBackend:
         publish_logs: bool = True,
         cwd: str | os.PathLike = REPO_ROOT,
         timeout: float | None = None,
+        cache_disabled: bool = False,
     ):
         self.workdir = Path(workdir)
         self.store = self.workdir / "object-store"
@@ -217,8 +229,11 @@ class LocalKfpBackend:
         self.publish_logs = publish_logs
         self.cwd = str(cwd)
         self.timeout = timeout
+        self.cache_disabled = cache_disabled
         self._next_id = 1
         self.tasks: dict[str, TaskResult] = {}  # the current or last run's finished tasks
+        # The cache database: (pipeline name, fingerprint) -> the execution that produced it.
+        self._cache: dict[tuple[str, str], TaskResult] = {}
 
     # ---- the object store ----------------------------------------------------------------
     def store_path(self, uri: str) -> Path:
@@ -309,10 +324,17 @@ class LocalKfpBackend:
                 result = self._import(name, component, executor["importer"])
             else:
                 executor_input = self._drive(spec, name, task, component, results)
-                result = self._launch(name, component, executor["container"], executor_input)
+                result = self._launch_or_reuse(
+                    spec.pipeline_info.name, name, task, component, executor, executor_input
+                )
             result.seconds = time.time() - t0
             results[name] = result
-            logging.info("KFP local backend: %s done in %.1fs", name, result.seconds)
+            logging.info(
+                "KFP local backend: %s %s in %.1fs",
+                name,
+                "served from cache" if result.cached else "done",
+                result.seconds,
+            )
         return RunResult(run_id, root, results, time.time() - start)
 
     def _drive(
@@ -415,6 +437,88 @@ class LocalKfpBackend:
             kfp_entrypoint.local_path_for_uri(task_root, "/"), "output_metadata.json"
         )
         return executor_input
+
+    # ---- the cache --------------------------------------------------------------------------
+    @staticmethod
+    def fingerprint(
+        executor_input: pb.ExecutorInput, component: pb.ComponentSpec, container: dict[str, Any]
+    ) -> str:
+        """driver/cache.go getFingerPrint with cacheutils/cache.go GenerateCacheKey and
+        GenerateFingerPrint: sha256 of the JSON of the input artifacts' names (their MLMD ids),
+        the input parameter values, the provisioned outputs with their URIs wiped, the output
+        parameters' types, and the image with the unsubstituted command and arguments. So a
+        task is served from the cache exactly when its inputs are the same artifacts and its
+        parameters and container are the same; nothing it reads outside its inputs (the
+        served model under the push destination, say) is part of the key."""
+        inputs, outputs = executor_input.inputs, executor_input.outputs
+        key = {
+            "inputArtifactNames": {
+                k: {"artifactNames": [a.name for a in v.artifacts]}
+                for k, v in inputs.artifacts.items()
+            },
+            "inputParameterValues": {
+                k: json_format.MessageToDict(v) for k, v in inputs.parameter_values.items()
+            },
+            "outputArtifactsSpec": {
+                k: json_format.MessageToDict(
+                    pb.RuntimeArtifact(
+                        name=v.artifacts[0].name,
+                        type=v.artifacts[0].type,
+                        metadata=v.artifacts[0].metadata,
+                    )
+                )
+                for k, v in outputs.artifacts.items()
+                if v.artifacts
+            },
+            "outputParametersSpec": {
+                k: pb.ParameterType.ParameterTypeEnum.Name(d.parameter_type)
+                for k, d in component.output_definitions.parameters.items()
+                if k in outputs.parameters
+            },
+            "containerSpec": {
+                "image": container.get("image", ""),
+                "cmdArgs": list(container.get("command", [])) + list(container.get("args", [])),
+            },
+        }
+        # encoding/json writes map keys sorted and no spaces (GenerateFingerPrint).
+        text = json.dumps(key, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def _launch_or_reuse(
+        self,
+        pipeline_name: str,
+        name: str,
+        task: pb.PipelineTaskSpec,
+        component: pb.ComponentSpec,
+        executor: dict[str, Any],
+        executor_input: pb.ExecutorInput,
+    ) -> TaskResult:
+        """driver/container.go Container: with caching on for the server and the task, a
+        fingerprint found among the pipeline's earlier executions (cacheutils
+        GetExecutionCache, scoped to "pipeline/<name>") reuses that execution's outputs
+        (reuseCachedOutputs) and no launcher runs; otherwise the task runs and, once it
+        succeeded, its fingerprint is recorded (launcher_v2.go, createCache)."""
+        if self.cache_disabled or not task.caching_options.enable_cache:
+            return self._launch(name, component, executor["container"], executor_input)
+        fingerprint = self.fingerprint(executor_input, component, executor["container"])
+        hit = self._cache.get((pipeline_name, fingerprint))
+        if hit is not None:
+            return dataclasses.replace(
+                hit,
+                name=name,
+                seconds=0.0,
+                returncode=None,
+                executor_input=json_format.MessageToDict(executor_input),
+                executor_output={"parameterValues": hit.executor_output.get("parameterValues", {})},
+                log="",
+                phases={},
+                fingerprint=fingerprint,
+                cached=True,
+            )
+        result = self._launch(name, component, executor["container"], executor_input)
+        result.fingerprint = fingerprint
+        self._cache[(pipeline_name, fingerprint)] = result
+        return result
 
     def _pod_path(self, pod: Path, path: str) -> Path:
         return pod / path.lstrip("/")

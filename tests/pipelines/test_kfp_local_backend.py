@@ -175,8 +175,10 @@ COMPONENTS = set(COMPONENT_IDS)
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """Two runs of the compiled demo spec through the local backend, and one LocalDagRunner run
-    of the same config (its own pipeline root and push destination)."""
+    """Three runs through the local backend, as a cluster with caching on would see them: the
+    compiled demo spec, the same spec again (served from the cache), and the spec compiled with
+    another trainer seed (only the Trainer and what follows it run again); and one
+    LocalDagRunner run of the first config (its own pipeline root and push destination)."""
     import kfp_testing
 
     work = tmp_path_factory.mktemp("kfp-e2e")
@@ -187,6 +189,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict:
     ]
     config = kfp_testing.demo_config(work / "outputs", common + kfp)  # writes the collection
     spec_file = kfp_testing.compile_for_local_backend(config, work / "pipeline.yaml")
+    reseeded = kfp_testing.demo_config(work / "outputs", common + kfp + ["trainer.seed=7"])
+    reseeded_file = kfp_testing.compile_for_local_backend(reseeded, work / "reseeded.yaml")
 
     # The LocalDagRunner run goes alongside the KFP runs (mostly one core each: the KFP tasks
     # spend most of their time importing): the test takes the time of the KFP runs alone.
@@ -203,6 +207,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict:
             backend = LocalKfpBackend(work / "backend", timeout=900)
             first = backend.run(spec_file)
             second = backend.run(spec_file)
+            versions_after_second = sorted(p.name for p in (work / "serving").iterdir())
+            third = backend.run(reseeded_file)
         except BaseException:
             ldr.kill()
             ldr.wait()
@@ -218,6 +224,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict:
         "backend": backend,
         "first": first,
         "second": second,
+        "third": third,
+        "versions_after_second": versions_after_second,
         "ldr_metrics": json.loads(Path(ldr_metrics).read_text()),
     }
 
@@ -231,9 +239,10 @@ def _metrics(backend: LocalKfpBackend, result: kfp_local_backend.RunResult) -> d
 def test_every_task_ran_from_object_store_uris(runs: dict) -> None:
     spec = runs["spec"]
     assert spec["schemaVersion"] == "2.1.0" and spec["defaultPipelineRoot"].startswith("minio://")
-    for result in (runs["first"], runs["second"]):
+    for result in (runs["first"], runs["second"], runs["third"]):
         assert set(result.tasks) == COMPONENTS
-        assert all(task.returncode == 0 for task in result.tasks.values())
+        assert all(task.returncode in (0, None) for task in result.tasks.values())
+        assert all(task.cached == (task.returncode is None) for task in result.tasks.values())
         assert result.pipeline_root == "minio://mlpipeline/v2/artifacts"
         for name, task in result.tasks.items():
             for key, artifact in task.outputs.items():
@@ -279,15 +288,38 @@ def test_metrics_equal_a_local_dag_runner_run(runs: dict) -> None:
 
 
 @pytest.mark.e2e
+def test_unchanged_second_run_is_served_from_the_cache(runs: dict) -> None:
+    first, second = runs["first"], runs["second"]
+    assert not any(task.cached for task in first.tasks.values())
+    # Every task: the driver found the same fingerprint, no launcher ran, and the outputs are
+    # the first run's own MLMD artifacts (so nothing new was pushed).
+    for name, task in second.tasks.items():
+        assert task.cached and task.returncode is None, name
+        assert task.fingerprint == first.tasks[name].fingerprint
+        assert {k: a.id for k, a in task.outputs.items()} == {
+            k: a.id for k, a in first.tasks[name].outputs.items()
+        }
+    destination = Path(
+        first.tasks["Pusher"].outputs["pushed_model"].custom_properties["pushed_destination"]
+    )
+    assert destination.parent == runs["work"] / "serving"
+    assert runs["versions_after_second"] == [destination.name]
+
+
+@pytest.mark.e2e
 def test_model_pushed_then_used_as_the_baseline(runs: dict) -> None:
     backend = runs["backend"]
-    first, second = _metrics(backend, runs["first"]), _metrics(backend, runs["second"])
+    # A changed trainer seed changes the Trainer's parameters: it and the tasks fed by its
+    # model run again; everything before it comes from the cache.
+    ran = {name for name, task in runs["third"].tasks.items() if not task.cached}
+    assert ran == {"Trainer", "RankingEvaluator", "Pusher"}
+    first, second = _metrics(backend, runs["first"]), _metrics(backend, runs["third"])
     assert first["blessed"] and first["baseline_model"] is None
     pushed = runs["first"].tasks["Pusher"].outputs["pushed_model"].custom_properties
     assert pushed["pushed"] == 1
     destination = pushed["pushed_destination"]
     assert Path(destination, "saved_model.pb").is_file()
-    # The second run compares against the model the first one pushed (the served one).
+    # The third run compares against the model the first one pushed (the served one).
     assert second["baseline_model"] == destination
     assert second["aggregate"]["baseline"] == pytest.approx(
         first["aggregate"]["candidate"], abs=1e-6
