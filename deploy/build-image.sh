@@ -75,7 +75,7 @@ SOURCE_HASH=$(
       xargs -0 -r sha256sum
   } | sha256sum | cut -c1-16
 )
-HAVE=$("${BUILDAH[@]}" inspect --type image --format '{{index .ImageAnnotations "x"}}{{index .Docker.Config.Labels "rankpipe.source-hash"}}' "$IMAGE" 2>/dev/null || true)
+HAVE=$("${BUILDAH[@]}" inspect --type image --format '{{index .Docker.Config.Labels "rankpipe.source-hash"}}' "$IMAGE" 2>/dev/null || true)
 if [ "$HAVE" = "$SOURCE_HASH" ] && [ "${FORCE:-0}" != 1 ]; then
   log "$IMAGE is up to date (source hash $SOURCE_HASH; FORCE=1 rebuilds)"
   exit 0
