@@ -155,14 +155,17 @@ def test_compiled_demo_runs_in_the_image(image: str, tmp_path: Path) -> None:
         host = getattr(config.collection, key)
         files[host] = f"{DATA_DIR}/demo/{Path(host).name}"
         collection[key] = files[host]
-    config = kfp_testing.demo_config(
-        outputs,
-        [f"collection.{k}={v}" for k, v in collection.items()]
+    # The same config pointing at the image's copy (no local check: the files are in the pods).
+    config = load_config(
+        "demo",
+        kfp_testing.SMALL_DEMO
+        + [f"collection.{k}={v}" for k, v in collection.items()]
         + [
             "collection.demo.enabled=false",
             f"runner.pipeline_root={kfp_testing.PIPELINE_ROOT}",
             f"pusher.destination={destination}",
         ],
+        check_inputs=False,
     )
     _, result, pods, models = _run_in_image(image, tmp_path, config, files)
     _check_run(result, pods, models, destination)
@@ -218,6 +221,7 @@ def test_compiled_cranfield_knrm_runs_in_the_image_on_200_documents(
             f"runner.pipeline_root={kfp_testing.PIPELINE_ROOT}",
             f"pusher.destination={destination}",
         ],
+        check_inputs=False,
     )
     _, result, pods, models = _run_in_image(image, tmp_path, config, files)
     _check_run(result, pods, models, destination)
