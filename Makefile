@@ -1,6 +1,6 @@
 # The two commands of the README. Both set everything up first (scripts/setup.sh is a no-op
 # when .venv already matches requirements.lock).
-.PHONY: setup demo test lint lock bench bench-metrics bench-evaluator bench-datagen bench-trainer bench-kfp bench-quality pretrained
+.PHONY: setup demo test lint lock lock-gpu image image-gpu image-test bench bench-metrics bench-evaluator bench-datagen bench-trainer bench-kfp bench-quality pretrained
 
 setup:
 	@./scripts/setup.sh
@@ -21,6 +21,32 @@ lint: setup
 lock: setup
 	.venv/bin/uv pip compile pyproject.toml --extra dev --python-version 3.10 \
 	  --python-platform x86_64-manylinux_2_28 --no-header -o requirements.lock
+
+# requirements-gpu.lock: tensorflow[and-cuda]'s CUDA wheels beyond requirements.lock, by hash
+# (the GPU image's extra layer, deploy/Dockerfile).
+lock-gpu: setup
+	.venv/bin/uv pip compile deploy/requirements-gpu.in -c requirements.lock --generate-hashes \
+	  --python-version 3.10 --python-platform x86_64-manylinux_2_28 --no-header \
+	  -o requirements-gpu.lock.full
+	{ echo "# tensorflow[and-cuda]==2.16.2's CUDA wheels (deploy/requirements-gpu.in) beyond requirements.lock,"; \
+	  echo "# pinned by hash; the GPU image (deploy/Dockerfile --target gpu) installs them --no-deps."; \
+	  echo "# Made by \`make lock-gpu\`."; \
+	  .venv/bin/python scripts/lock_extra.py requirements-gpu.lock.full requirements.lock; } > requirements-gpu.lock
+	rm requirements-gpu.lock.full
+
+# The container image (deploy/README.md): docker when its daemon answers, else buildah (installed
+# with apt-get when missing; a local python:3.10-slim from deploy/make-base-image.sh when it
+# cannot be pulled). IMAGE=localhost/rankpipe:dev, TARGET=cpu|gpu, PRETRAINED=0|1.
+image:
+	@./deploy/build-image.sh
+
+image-gpu:
+	@TARGET=gpu IMAGE=$${IMAGE:-localhost/rankpipe:dev-gpu} ./deploy/build-image.sh
+
+# The compiled demo and cranfield-knrm pipelines run task by task inside the built image
+# (tests/image; needs buildah and `make image`; not in CI).
+image-test: setup
+	.venv/bin/pytest tests/image -v -s
 
 # The all-MiniLM-L6-v2 checkpoint (83 MB) for the BERT cross-encoder and bench-trainer's
 # quality table. `make setup` after a lock change removes it again (uv pip sync).

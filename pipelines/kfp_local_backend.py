@@ -37,12 +37,16 @@ the Go object store's semantics (objectstore/object_store.go): an upload writes 
 file (no directory objects, so an empty directory uploads nothing), a download writes every
 object under the key's prefix. MLMD is an in-memory record of the run's artifacts.
 
-Differences from a cluster, on purpose: the container runs in this machine's environment (its
-`python` is the interpreter running this module, i.e. the project's venv, and the working
-directory is the checkout, as the image's WORKDIR holds the project); the launcher's local
-paths are rebased under the task's directory, which the command learns from
-$RANKPIPE_KFP_LOCAL_ROOT (pipelines/kfp_entrypoint.py honours it); the run stops at the first
-failed task; container resources are not enforced. Written by hand because no tool runs a TFX
+Where a task's container runs is a pluggable "pod" (`pods`, a PodFactory: one fresh Pod per
+task). The default, HostPods, differs from a cluster on purpose, for CI: the container runs in
+this machine's environment (its `python` is the interpreter running this module, i.e. the
+project's venv, and the working directory is the checkout, as the image's WORKDIR holds the
+project), and the launcher's local paths are rebased under the task's directory, which the
+command learns from $RANKPIPE_KFP_LOCAL_ROOT (pipelines/kfp_entrypoint.py honours it). A pod
+with `rebased = False` runs the spec's command and arguments unchanged in a file system of its
+own where the launcher's paths are the real ones (tests/image/buildah_pods.py: the built image,
+`make image-test`). The run stops at the first failed task; container resources are not
+enforced. Written by hand because no tool runs a TFX
 spec this way: kfp 2.5's `kfp.local` runs single components only, and later versions' pipeline
 support needs a protobuf 4 stack and rewrites TFX artifacts as `dsl.Artifact`s.
 """
@@ -61,8 +65,9 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, Protocol
 
 import yaml
 from google.protobuf import json_format, struct_pb2
@@ -115,6 +120,63 @@ class RunResult:
     pipeline_root: str
     tasks: dict[str, TaskResult]
     seconds: float
+
+
+class Pod(Protocol):
+    """One task's container: a fresh file system that the backend (the launcher's side) reads
+    and writes at `root`, and in which `run` executes the command."""
+
+    # Where this process sees the pod's "/".
+    root: Path
+    # True: the command sees this machine's file system, so the launcher's local paths it is
+    # given are rebased under `root` and `python` is this interpreter (HostPods). False: the
+    # command sees `root` as "/" and gets the spec's command and paths unchanged.
+    rebased: bool
+
+    def run(
+        self, argv: list[str], env: dict[str, str], log: IO[bytes], timeout: float | None
+    ) -> int:
+        """Runs argv with the container spec's `env` added to the pod's own environment, stdout
+        and stderr to `log`; returns the exit status (subprocess.TimeoutExpired past timeout)."""
+        ...
+
+    def remove(self) -> None:
+        """Called once the launcher has uploaded the task's outputs."""
+        ...
+
+
+PodFactory = Callable[[str], Pod]  # task name -> a fresh pod for it
+
+
+class HostPod:
+    """A directory of this machine standing for the pod's file system; the command runs as a
+    subprocess of this machine with `env` and `cwd` (the default pods, see the docstring)."""
+
+    rebased = True
+
+    def __init__(self, root: Path, env: dict[str, str], cwd: str):
+        shutil.rmtree(root, ignore_errors=True)
+        root.mkdir(parents=True)
+        self.root, self.env, self.cwd = root, env, cwd
+
+    def run(
+        self, argv: list[str], env: dict[str, str], log: IO[bytes], timeout: float | None
+    ) -> int:
+        # The pod sees "/" where this process sees `root`; pipelines.kfp_entrypoint reads this.
+        full_env = dict(self.env, **{kfp_entrypoint.LOCAL_ROOT_ENV: str(self.root)}, **env)
+        return subprocess.run(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=full_env,
+            cwd=self.cwd,
+            timeout=timeout,
+            check=False,
+        ).returncode
+
+    def remove(self) -> None:
+        """Kept, as the task left it, for inspection (replaced when the task runs again)."""
 
 
 def load_spec(path: str | os.PathLike) -> pb.PipelineSpec:
@@ -208,8 +270,9 @@ def _title(schema: pb.ArtifactTypeSchema) -> str:
 
 
 class LocalKfpBackend:
-    """Runs compiled specs; `workdir` holds the object store and the directory standing for
-    the running task's pod filesystem (left as the last task left it)."""
+    """Runs compiled specs; `workdir` holds the object store and, with the default HostPods,
+    a directory per task standing for its pod's filesystem (`pods/<task>`, left as the task
+    left it). `pods` runs the tasks' containers elsewhere (the Pod protocol)."""
 
     def __init__(
         self,
@@ -220,6 +283,7 @@ class LocalKfpBackend:
         cwd: str | os.PathLike = REPO_ROOT,
         timeout: float | None = None,
         cache_disabled: bool = False,
+        pods: PodFactory | None = None,
     ):
         self.workdir = Path(workdir)
         self.store = self.workdir / "object-store"
@@ -230,6 +294,7 @@ class LocalKfpBackend:
         self.cwd = str(cwd)
         self.timeout = timeout
         self.cache_disabled = cache_disabled
+        self.pods = pods or (lambda task: HostPod(self.workdir / "pods" / task, self.env, self.cwd))
         self._next_id = 1
         self.tasks: dict[str, TaskResult] = {}  # the current or last run's finished tasks
         # The cache database: (pipeline name, fingerprint) -> the execution that produced it.
@@ -531,15 +596,26 @@ class LocalKfpBackend:
         executor_input: pb.ExecutorInput,
     ) -> TaskResult:
         """component/launcher_v2.go Execute (executeV2, execute, uploadOutputArtifacts)."""
-        # A fresh filesystem per task, always at the same place: as in pods, a local path
-        # (/minio/<key>) is the same string in every task, and nothing else carries over.
-        pod = self.workdir / "pod"
-        shutil.rmtree(pod, ignore_errors=True)
-        pod.mkdir(parents=True)
-        # The pod sees "/" where this process sees `pod`; pipelines.kfp_entrypoint reads this.
-        env = dict(self.env, **{kfp_entrypoint.LOCAL_ROOT_ENV: str(pod)})
-        for item in container.get("env", []):
-            env[item["name"]] = item.get("value", "")
+        # A fresh filesystem per task: as in pods, a local path (/minio/<key>) is the same
+        # string in every task, and nothing else carries over.
+        box = self.pods(name)
+        try:
+            return self._launch_in(box, name, component, container, executor_input)
+        finally:
+            box.remove()
+
+    def _launch_in(
+        self,
+        box: Pod,
+        name: str,
+        component: pb.ComponentSpec,
+        container: dict[str, Any],
+        executor_input: pb.ExecutorInput,
+    ) -> TaskResult:
+        pod = box.root
+        env = {item["name"]: item.get("value", "") for item in container.get("env", [])}
+        # The command's view of a path: rebased under the pod's root or as is.
+        seen_root = pod if box.rebased else Path("/")
 
         def local(uri: str) -> Path:
             return Path(kfp_entrypoint.local_path_for_uri(uri, str(pod)))
@@ -553,14 +629,18 @@ class LocalKfpBackend:
                 local(artifact.uri).parent.mkdir(parents=True, exist_ok=True)
         # What the command sees, with the pod's paths rebased (see the module docstring).
         seen = copy.deepcopy(executor_input)
-        seen.outputs.output_file = str(self._pod_path(pod, executor_input.outputs.output_file))
+        seen.outputs.output_file = str(
+            self._pod_path(seen_root, executor_input.outputs.output_file)
+        )
         for param in seen.outputs.parameters.values():
-            param.output_file = str(self._pod_path(pod, param.output_file))
-            Path(param.output_file).parent.mkdir(parents=True, exist_ok=True)
+            param.output_file = str(self._pod_path(seen_root, param.output_file))
+            self._pod_path(pod, param.output_file).parent.mkdir(parents=True, exist_ok=True)
         for key, definition in component.input_definitions.parameters.items():  # addDefaultParams
             if key not in seen.inputs.parameter_values and definition.HasField("default_value"):
                 seen.inputs.parameter_values[key].CopyFrom(definition.default_value)
-        command, args = self._compile_cmd_and_args(seen, container, pod)
+        command, args = self._compile_cmd_and_args(
+            seen, container, seen_root, sys.executable if box.rebased else None
+        )
 
         log_path = (
             local(f"{executor_input.outputs.artifacts[LOGS_KEY].artifacts[0].uri}")
@@ -571,34 +651,32 @@ class LocalKfpBackend:
         t1 = time.perf_counter()
         with open(log_path, "wb") as log:
             try:
-                proc = subprocess.run(
-                    command + args,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    env=env,
-                    cwd=self.cwd,
-                    timeout=self.timeout,
-                    check=False,
-                )
+                returncode = box.run(command + args, env, log, self.timeout)
             except subprocess.TimeoutExpired:
                 raise BackendError(
                     f"task {name!r}: timed out after {self.timeout}s; log: {log_path}"
                 ) from None
         log_text = log_path.read_text(errors="replace")
-        if proc.returncode != 0:
+        if returncode != 0:
             raise BackendError(
-                f"task {name!r}: failed to execute component: exit status {proc.returncode}\n"
+                f"task {name!r}: failed to execute component: exit status {returncode}\n"
                 f"--- the end of {log_path} ---\n{log_text[-4000:]}"
             )
 
         executor_output = pb.ExecutorOutput()  # getExecutorOutputFile: none -> empty
-        if os.path.exists(seen.outputs.output_file):
-            with open(seen.outputs.output_file) as f:
+        output_file = self._pod_path(pod, seen.outputs.output_file)
+        if box.rebased:
+            output_file = Path(seen.outputs.output_file)
+        if output_file.exists():
+            with open(output_file) as f:
                 json_format.Parse(f.read(), executor_output)
         for key, param in seen.outputs.parameters.items():  # collectOutputParameters
             if key not in executor_output.parameter_values:
-                text = Path(param.output_file).read_text()
+                text = (
+                    Path(param.output_file)
+                    if box.rebased
+                    else self._pod_path(pod, param.output_file)
+                ).read_text()
                 executor_output.parameter_values[key].string_value = text
 
         t2 = time.perf_counter()
@@ -631,7 +709,7 @@ class LocalKfpBackend:
         return TaskResult(
             name=name,
             seconds=0.0,
-            returncode=proc.returncode,
+            returncode=returncode,
             executor_input=json_format.MessageToDict(executor_input),
             executor_output=json_format.MessageToDict(executor_output),
             outputs=outputs,
@@ -641,10 +719,14 @@ class LocalKfpBackend:
 
     @staticmethod
     def _compile_cmd_and_args(
-        executor_input: pb.ExecutorInput, container: dict[str, Any], pod: Path
+        executor_input: pb.ExecutorInput,
+        container: dict[str, Any],
+        pod: Path,
+        python: str | None = None,
     ) -> tuple[list[str], list[str]]:
-        """launcher_v2.go compileCmdAndArgs + getPlaceholders; the container's `python` is this
-        interpreter (the project's environment)."""
+        """launcher_v2.go compileCmdAndArgs + getPlaceholders; local paths under `pod` (the
+        command's view of the pod's root); a `python` command is replaced by `python` when given
+        (HostPods: this interpreter, the project's environment)."""
         placeholders = {}
         for key, artifact_list in executor_input.inputs.artifacts.items():
             if artifact_list.artifacts:
@@ -686,8 +768,8 @@ class LocalKfpBackend:
         command = [substitute(c) for c in container.get("command", [])]
         if not command:
             raise BackendError("container has no command (the image's ENTRYPOINT is not known)")
-        if command[0] in ("python", "python3"):
-            command[0] = sys.executable
+        if python is not None and command[0] in ("python", "python3"):
+            command[0] = python
         return command, [substitute(a) for a in container.get("args", [])]
 
     def _import(self, name: str, component: pb.ComponentSpec, importer: dict) -> TaskResult:
