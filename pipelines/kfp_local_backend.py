@@ -7,8 +7,9 @@ in 2.14 - 2.17):
 
 - at run creation, a `resolver` executor (or any that is neither container nor importer) is
   refused with the compiler's message (compiler/visitor.go; compiler/argocompiler/dag.go);
-- tasks run one at a time in a topological order of the root DAG (dependentTasks plus the
-  producers the inputs name);
+- tasks run as Argo runs a DAG: every task whose producers (dependentTasks plus the tasks its
+  inputs name) are done starts at once, in a thread of its own (at most `parallelism` at a
+  time when set); after a failure nothing new starts, the running tasks end, and the run fails;
 - caching as the driver does it (driver/cache.go, cacheutils/cache.go): a task whose
   `cachingOptions.enableCache` is set and whose fingerprint (input artifact ids, parameter
   values, output specs, image, command and arguments) matches an earlier successful execution
@@ -53,6 +54,7 @@ support needs a protobuf 4 stack and rewrites TFX artifacts as `dsl.Artifact`s.
 
 from __future__ import annotations
 
+import concurrent.futures
 import copy
 import dataclasses
 import graphlib
@@ -63,6 +65,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -112,6 +115,7 @@ class TaskResult:
     # outputs reused as they are, same MLMD artifacts).
     fingerprint: str = ""
     cached: bool = False
+    started: float = 0.0  # time.time() when the driver began (tasks run in parallel)
 
 
 @dataclasses.dataclass
@@ -213,9 +217,9 @@ def check_executors(spec: pb.PipelineSpec) -> None:
             )
 
 
-def task_order(dag: pb.DagSpec) -> list[str]:
-    """Tasks in an order where every producer runs first (dependentTasks and input producers)."""
-    graph = graphlib.TopologicalSorter()
+def task_producers(dag: pb.DagSpec) -> dict[str, set[str]]:
+    """Each task's producers: its dependentTasks and the tasks its inputs name."""
+    graph: dict[str, set[str]] = {}
     for name in sorted(dag.tasks):
         task = dag.tasks[name]
         producers = set(task.dependent_tasks)
@@ -232,6 +236,14 @@ def task_order(dag: pb.DagSpec) -> list[str]:
         missing = producers - set(dag.tasks)
         if missing:
             raise BackendError(f"task {name!r}: cannot find producer task(s) {sorted(missing)}")
+        graph[name] = producers
+    return graph
+
+
+def task_order(dag: pb.DagSpec) -> list[str]:
+    """Tasks in an order where every producer runs first (dependentTasks and input producers)."""
+    graph = graphlib.TopologicalSorter()
+    for name, producers in task_producers(dag).items():
         graph.add(name, *sorted(producers))
     try:
         return list(graph.static_order())
@@ -283,6 +295,7 @@ class LocalKfpBackend:
         cwd: str | os.PathLike = REPO_ROOT,
         timeout: float | None = None,
         cache_disabled: bool = False,
+        parallelism: int | None = None,
         pods: PodFactory | None = None,
     ):
         self.workdir = Path(workdir)
@@ -295,7 +308,9 @@ class LocalKfpBackend:
         self.timeout = timeout
         self.cache_disabled = cache_disabled
         self.pods = pods or (lambda task: HostPod(self.workdir / "pods" / task, self.env, self.cwd))
+        self.parallelism = parallelism
         self._next_id = 1
+        self._lock = threading.Lock()  # MLMD ids and the cache, written from task threads
         self.tasks: dict[str, TaskResult] = {}  # the current or last run's finished tasks
         # The cache database: (pipeline name, fingerprint) -> the execution that produced it.
         self._cache: dict[tuple[str, str], TaskResult] = {}
@@ -340,8 +355,9 @@ class LocalKfpBackend:
         properties.setdefault("display_name", key)
         for name, value in extra.items():
             properties.setdefault(name, value)
-        recorded = Artifact(self._next_id, key, _title(artifact.type), artifact.uri, properties)
-        self._next_id += 1
+        with self._lock:
+            recorded = Artifact(self._next_id, key, _title(artifact.type), artifact.uri, properties)
+            self._next_id += 1
         return recorded
 
     @staticmethod
@@ -374,33 +390,65 @@ class LocalKfpBackend:
         # Kept on the backend too, so a failed run still shows what ran.
         results: dict[str, TaskResult] = {}
         self.tasks = results
-        order = task_order(spec.root.dag)
-        logging.info("KFP local backend: run %s, tasks %s", run_id, order)
-        for name in order:
-            task = spec.root.dag.tasks[name]
-            component = spec.components[task.component_ref.name]
-            executor = json_format.MessageToDict(
-                spec.deployment_spec.fields["executors"].struct_value.fields[
-                    component.executor_label
-                ]
-            )
-            t0 = time.time()
-            if "importer" in executor:
-                result = self._import(name, component, executor["importer"])
-            else:
-                executor_input = self._drive(spec, name, task, component, results)
-                result = self._launch_or_reuse(
-                    spec.pipeline_info.name, name, task, component, executor, executor_input
+        # Argo runs every task whose producers are done, at once (at most `parallelism`, the
+        # workflow's own limit when set); after a failure it schedules nothing new, lets the
+        # running tasks end and fails the run (a DAG's failFast, on by default).
+        graph = graphlib.TopologicalSorter(task_producers(spec.root.dag))
+        graph.prepare()
+        logging.info("KFP local backend: run %s, tasks %s", run_id, sorted(spec.root.dag.tasks))
+        workers = self.parallelism or max(1, len(spec.root.dag.tasks))
+        failure: BaseException | None = None
+        with concurrent.futures.ThreadPoolExecutor(workers, "kfp-task") as pool:
+            running: dict[concurrent.futures.Future, str] = {}
+            while failure is None and graph.is_active():
+                for name in graph.get_ready():
+                    running[pool.submit(self._run_task, spec, name, dict(results))] = name
+                done, _ = concurrent.futures.wait(
+                    running, return_when=concurrent.futures.FIRST_COMPLETED
                 )
-            result.seconds = time.time() - t0
-            results[name] = result
-            logging.info(
-                "KFP local backend: %s %s in %.1fs",
-                name,
-                "served from cache" if result.cached else "done",
-                result.seconds,
-            )
+                for future in done:
+                    name = running.pop(future)
+                    try:
+                        results[name] = future.result()
+                    except BaseException as e:  # noqa: BLE001 - re-raised once the rest ended
+                        failure = failure or e
+                        continue
+                    graph.done(name)
+            for future in concurrent.futures.as_completed(running):
+                name = running[future]
+                if future.exception() is None:
+                    results[name] = future.result()
+        if failure is not None:
+            raise failure
         return RunResult(run_id, root, results, time.time() - start)
+
+    def _run_task(
+        self, spec: pb.PipelineSpec, name: str, results: dict[str, TaskResult]
+    ) -> TaskResult:
+        """One task: importer, or driver then launcher (or the cache); `results` holds its
+        producers' results."""
+        task = spec.root.dag.tasks[name]
+        component = spec.components[task.component_ref.name]
+        executor = json_format.MessageToDict(
+            spec.deployment_spec.fields["executors"].struct_value.fields[component.executor_label]
+        )
+        t0 = time.time()
+        if "importer" in executor:
+            result = self._import(name, component, executor["importer"])
+        else:
+            executor_input = self._drive(spec, name, task, component, results)
+            result = self._launch_or_reuse(
+                spec.pipeline_info.name, name, task, component, executor, executor_input
+            )
+        result.seconds = time.time() - t0
+        result.started = t0
+        logging.info(
+            "KFP local backend: %s %s in %.1fs",
+            name,
+            "served from cache" if result.cached else "done",
+            result.seconds,
+        )
+        return result
 
     def _drive(
         self,
@@ -566,7 +614,8 @@ class LocalKfpBackend:
         if self.cache_disabled or not task.caching_options.enable_cache:
             return self._launch(name, component, executor["container"], executor_input)
         fingerprint = self.fingerprint(executor_input, component, executor["container"])
-        hit = self._cache.get((pipeline_name, fingerprint))
+        with self._lock:
+            hit = self._cache.get((pipeline_name, fingerprint))
         if hit is not None:
             return dataclasses.replace(
                 hit,
@@ -582,7 +631,8 @@ class LocalKfpBackend:
             )
         result = self._launch(name, component, executor["container"], executor_input)
         result.fingerprint = fingerprint
-        self._cache[(pipeline_name, fingerprint)] = result
+        with self._lock:
+            self._cache[(pipeline_name, fingerprint)] = result
         return result
 
     def _pod_path(self, pod: Path, path: str) -> Path:

@@ -136,6 +136,91 @@ def test_topological_order_uses_dependencies_and_producers() -> None:
         kfp_local_backend.task_order(dag)
 
 
+def _sleep_spec(tasks: dict[str, list[str]], fail: str = "", cache: bool = True) -> pb.PipelineSpec:
+    """A spec of container tasks that each append "<name> start|end <time>" to $STAMPS around a
+    short sleep (task -> the tasks it depends on); `fail` exits 3 instead."""
+    code = (
+        "import os, sys, time; n = sys.argv[1]; f = open(os.environ['STAMPS'], 'a'); "
+        "f.write(f'{n} start {time.time()}\\n'); f.flush(); time.sleep(1.5); "
+        "f.write(f'{n} end {time.time()}\\n'); f.close(); sys.exit(3 if n == sys.argv[2] else 0)"
+    )
+    spec = {
+        "pipelineInfo": {"name": "sleepers"},
+        "schemaVersion": "2.1.0",
+        "components": {},
+        "deploymentSpec": {"executors": {}},
+        "root": {"dag": {"tasks": {}}},
+    }
+    for name, deps in tasks.items():
+        spec["components"][f"comp-{name}"] = {"executorLabel": f"exec-{name}"}
+        spec["deploymentSpec"]["executors"][f"exec-{name}"] = {
+            "container": {"image": "x", "command": ["python", "-c", code, name, fail or "-"]}
+        }
+        spec["root"]["dag"]["tasks"][name] = {
+            "taskInfo": {"name": name},
+            "componentRef": {"name": f"comp-{name}"},
+            "dependentTasks": deps,
+            "cachingOptions": {"enableCache": cache},
+        }
+    return json_format.ParseDict(spec, pb.PipelineSpec())
+
+
+def _stamps(path: Path) -> dict[tuple[str, str], float]:
+    return {(n, what): float(t) for n, what, t in (ln.split() for ln in path.open())}
+
+
+def test_independent_tasks_run_at_once_and_dependents_wait(tmp_path: Path) -> None:
+    stamps = tmp_path / "stamps"
+    env = dict(os.environ, STAMPS=str(stamps))
+    backend = LocalKfpBackend(tmp_path / "backend", env=env, publish_logs=False)
+    backend.run(_sleep_spec({"a": [], "b": [], "c": ["a", "b"]}))
+    t = _stamps(stamps)
+    # a and b overlap (Argo starts both at once); c starts after both ended.
+    assert t[("a", "start")] < t[("b", "end")] and t[("b", "start")] < t[("a", "end")]
+    assert t[("c", "start")] > max(t[("a", "end")], t[("b", "end")])
+    stamps.unlink()
+    LocalKfpBackend(tmp_path / "b2", env=env, publish_logs=False, parallelism=1).run(
+        _sleep_spec({"a": [], "b": []})
+    )
+    t = _stamps(stamps)
+    assert t[("b", "start")] >= t[("a", "end")] or t[("a", "start")] >= t[("b", "end")]
+
+
+def test_a_failed_task_stops_scheduling_but_running_tasks_end(tmp_path: Path) -> None:
+    stamps = tmp_path / "stamps"
+    backend = LocalKfpBackend(
+        tmp_path / "backend", env=dict(os.environ, STAMPS=str(stamps)), publish_logs=False
+    )
+    with pytest.raises(BackendError, match="task 'a': failed to execute component: exit status 3"):
+        backend.run(_sleep_spec({"a": [], "b": [], "c": ["a"], "d": ["b"]}, fail="a"))
+    t = _stamps(stamps)
+    assert ("b", "end") in t and "b" in backend.tasks  # b was running: it ended, recorded
+    assert not {("c", "start"), ("d", "start")} & set(t)  # nothing new started after a failed
+
+
+def test_cache_reuses_an_execution_with_the_same_fingerprint(tmp_path: Path) -> None:
+    stamps = tmp_path / "stamps"
+    env = dict(os.environ, STAMPS=str(stamps))
+    backend = LocalKfpBackend(tmp_path / "backend", env=env, publish_logs=False)
+    spec = _sleep_spec({"a": [], "b": ["a"]})
+    first = backend.run(spec)
+    second = backend.run(spec)
+    assert len(stamps.read_text().splitlines()) == 4  # the second run launched nothing
+    assert all(t.cached and t.returncode is None for t in second.tasks.values())
+    assert {n: t.fingerprint for n, t in second.tasks.items()} == {
+        n: t.fingerprint for n, t in first.tasks.items()
+    }
+    # Another command is another fingerprint; caching off in the task or the server runs it.
+    changed = _sleep_spec({"a": [], "b": ["a"]}, fail="nobody")
+    assert not any(t.cached for t in backend.run(changed).tasks.values())
+    assert not any(
+        t.cached for t in backend.run(_sleep_spec({"a": []}, cache=False)).tasks.values()
+    )
+    off = LocalKfpBackend(tmp_path / "off", env=env, publish_logs=False, cache_disabled=True)
+    off.run(spec)
+    assert not any(t.cached for t in off.run(spec).tasks.values())
+
+
 def test_object_store_keeps_files_not_directories(tmp_path: Path) -> None:
     backend = LocalKfpBackend(tmp_path / "backend")
     local = tmp_path / "pod" / "model"
