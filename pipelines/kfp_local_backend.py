@@ -57,6 +57,7 @@ from __future__ import annotations
 import concurrent.futures
 import copy
 import dataclasses
+import functools
 import graphlib
 import hashlib
 import json
@@ -65,6 +66,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -132,6 +134,10 @@ class Pod(Protocol):
 
     # Where this process sees the pod's "/".
     root: Path
+    # Where the command sees the pod's "/": "/" in a real container; for host pods a path of
+    # this machine, the same for every task (as /minio/<key> is the same string in every pod:
+    # an evaluation that names the model's local path still names it in the Pusher's pod).
+    seen_root: Path
     # True: the command sees this machine's file system, so the launcher's local paths it is
     # given are rebased under `root` and `python` is this interpreter (HostPods). False: the
     # command sees `root` as "/" and gets the spec's command and paths unchanged.
@@ -154,20 +160,30 @@ PodFactory = Callable[[str], Pod]  # task name -> a fresh pod for it
 
 class HostPod:
     """A directory of this machine standing for the pod's file system; the command runs as a
-    subprocess of this machine with `env` and `cwd` (the default pods, see the docstring)."""
+    subprocess of this machine with `env` and `cwd` (the default pods, see the docstring).
+
+    With `seen_root` elsewhere than `root`, the command runs in a mount namespace of its own
+    (util-linux `unshare`) where `root` is bind-mounted at `seen_root`: every task sees its
+    files at the same path, yet tasks running at once each have their own file system.
+    """
 
     rebased = True
 
-    def __init__(self, root: Path, env: dict[str, str], cwd: str):
+    def __init__(self, root: Path, env: dict[str, str], cwd: str, seen_root: Path | None = None):
         shutil.rmtree(root, ignore_errors=True)
         root.mkdir(parents=True)
         self.root, self.env, self.cwd = root, env, cwd
+        self.seen_root = seen_root or root
+        if self.seen_root != self.root:
+            self.seen_root.mkdir(parents=True, exist_ok=True)
 
     def run(
         self, argv: list[str], env: dict[str, str], log: IO[bytes], timeout: float | None
     ) -> int:
-        # The pod sees "/" where this process sees `root`; pipelines.kfp_entrypoint reads this.
-        full_env = dict(self.env, **{kfp_entrypoint.LOCAL_ROOT_ENV: str(self.root)}, **env)
+        # The pod sees "/" at `seen_root`; pipelines.kfp_entrypoint reads this.
+        full_env = dict(self.env, **{kfp_entrypoint.LOCAL_ROOT_ENV: str(self.seen_root)}, **env)
+        if self.seen_root != self.root:
+            argv = [*_BIND_AND_EXEC, str(self.root), str(self.seen_root), *argv]
         return subprocess.run(
             argv,
             stdin=subprocess.DEVNULL,
@@ -181,6 +197,40 @@ class HostPod:
 
     def remove(self) -> None:
         """Kept, as the task left it, for inspection (replaced when the task runs again)."""
+
+
+# `unshare` (util-linux): a private mount namespace (as root, or a user namespace where
+# unprivileged ones are allowed) in which $1 is bind-mounted on $2, then the command.
+_BIND_AND_EXEC = [
+    "unshare",
+    "--mount",
+    "--propagation",
+    "private",
+    *([] if os.geteuid() == 0 else ["--map-root-user"]),
+    "sh",
+    "-c",
+    'mount --bind "$1" "$2" || exit 125; shift 2; exec "$@"',
+    "rankpipe-pod",
+]
+
+
+@functools.cache
+def mount_namespaces_work() -> bool:
+    """Whether HostPods can give parallel tasks one path each (see HostPod)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        a, b = Path(tmp, "a"), Path(tmp, "b")
+        a.mkdir()
+        b.mkdir()
+        (a / "probe").write_text("")
+        try:
+            proc = subprocess.run(
+                [*_BIND_AND_EXEC, str(a), str(b), "test", "-e", str(b / "probe")],
+                capture_output=True,
+                timeout=30,
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return False
+        return proc.returncode == 0
 
 
 def load_spec(path: str | os.PathLike) -> pb.PipelineSpec:
@@ -307,13 +357,28 @@ class LocalKfpBackend:
         self.cwd = str(cwd)
         self.timeout = timeout
         self.cache_disabled = cache_disabled
-        self.pods = pods or (lambda task: HostPod(self.workdir / "pods" / task, self.env, self.cwd))
         self.parallelism = parallelism
+        if pods is None:
+            pods = self._host_pod
+            if not mount_namespaces_work():
+                logging.warning(
+                    "KFP local backend: no mount namespaces (unshare) here: tasks run one at a time"
+                )
+                self.parallelism = 1
+        self.pods = pods
         self._next_id = 1
         self._lock = threading.Lock()  # MLMD ids and the cache, written from task threads
         self.tasks: dict[str, TaskResult] = {}  # the current or last run's finished tasks
         # The cache database: (pipeline name, fingerprint) -> the execution that produced it.
         self._cache: dict[tuple[str, str], TaskResult] = {}
+
+    def _host_pod(self, task: str) -> HostPod:
+        """The default pod: the task's own directory, seen at one path by every task when
+        mount namespaces work here; otherwise one directory, reused (so one task at a time)."""
+        shared = self.workdir / "pod"
+        if mount_namespaces_work():
+            return HostPod(self.workdir / "pods" / task, self.env, self.cwd, shared)
+        return HostPod(shared, self.env, self.cwd)
 
     # ---- the object store ----------------------------------------------------------------
     def store_path(self, uri: str) -> Path:
@@ -664,8 +729,10 @@ class LocalKfpBackend:
     ) -> TaskResult:
         pod = box.root
         env = {item["name"]: item.get("value", "") for item in container.get("env", [])}
-        # The command's view of a path: rebased under the pod's root or as is.
-        seen_root = pod if box.rebased else Path("/")
+        seen_root = box.seen_root  # the command's view of the pod's "/"
+
+        def host(seen_path: str) -> Path:  # where this process finds a path the command sees
+            return pod / Path(seen_path).relative_to(seen_root)
 
         def local(uri: str) -> Path:
             return Path(kfp_entrypoint.local_path_for_uri(uri, str(pod)))
@@ -684,7 +751,7 @@ class LocalKfpBackend:
         )
         for param in seen.outputs.parameters.values():
             param.output_file = str(self._pod_path(seen_root, param.output_file))
-            self._pod_path(pod, param.output_file).parent.mkdir(parents=True, exist_ok=True)
+            host(param.output_file).parent.mkdir(parents=True, exist_ok=True)
         for key, definition in component.input_definitions.parameters.items():  # addDefaultParams
             if key not in seen.inputs.parameter_values and definition.HasField("default_value"):
                 seen.inputs.parameter_values[key].CopyFrom(definition.default_value)
@@ -714,19 +781,13 @@ class LocalKfpBackend:
             )
 
         executor_output = pb.ExecutorOutput()  # getExecutorOutputFile: none -> empty
-        output_file = self._pod_path(pod, seen.outputs.output_file)
-        if box.rebased:
-            output_file = Path(seen.outputs.output_file)
+        output_file = host(seen.outputs.output_file)
         if output_file.exists():
             with open(output_file) as f:
                 json_format.Parse(f.read(), executor_output)
         for key, param in seen.outputs.parameters.items():  # collectOutputParameters
             if key not in executor_output.parameter_values:
-                text = (
-                    Path(param.output_file)
-                    if box.rebased
-                    else self._pod_path(pod, param.output_file)
-                ).read_text()
+                text = host(param.output_file).read_text()
                 executor_output.parameter_values[key].string_value = text
 
         t2 = time.perf_counter()

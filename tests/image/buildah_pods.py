@@ -68,6 +68,7 @@ class BuildahPod:
     """One task's container (the Pod protocol of pipelines/kfp_local_backend.py)."""
 
     rebased = False
+    seen_root = Path("/")
 
     def __init__(
         self,

@@ -138,11 +138,12 @@ def test_topological_order_uses_dependencies_and_producers() -> None:
 
 def _sleep_spec(tasks: dict[str, list[str]], fail: str = "", cache: bool = True) -> pb.PipelineSpec:
     """A spec of container tasks that each append "<name> start|end <time>" to $STAMPS around a
-    short sleep (task -> the tasks it depends on); `fail` exits 3 instead."""
+    short sleep (task -> the tasks it depends on); `fail` exits 3 at once instead."""
     code = (
         "import os, sys, time; n = sys.argv[1]; f = open(os.environ['STAMPS'], 'a'); "
-        "f.write(f'{n} start {time.time()}\\n'); f.flush(); time.sleep(1.5); "
-        "f.write(f'{n} end {time.time()}\\n'); f.close(); sys.exit(3 if n == sys.argv[2] else 0)"
+        "f.write(f'{n} start {time.time()}\\n'); f.flush(); "
+        "n == sys.argv[2] and sys.exit(3); time.sleep(1.5); "
+        "f.write(f'{n} end {time.time()}\\n'); f.close()"
     )
     spec = {
         "pipelineInfo": {"name": "sleepers"},
@@ -194,7 +195,8 @@ def test_a_failed_task_stops_scheduling_but_running_tasks_end(tmp_path: Path) ->
     with pytest.raises(BackendError, match="task 'a': failed to execute component: exit status 3"):
         backend.run(_sleep_spec({"a": [], "b": [], "c": ["a"], "d": ["b"]}, fail="a"))
     t = _stamps(stamps)
-    assert ("b", "end") in t and "b" in backend.tasks  # b was running: it ended, recorded
+    # a failed at once while b slept: b ended and was recorded, and nothing new started.
+    assert ("a", "end") not in t and ("b", "end") in t and "b" in backend.tasks
     assert not {("c", "start"), ("d", "start")} & set(t)  # nothing new started after a failed
 
 
