@@ -171,16 +171,30 @@ def test_compiled_demo_runs_in_the_image(image: str, tmp_path: Path) -> None:
     _check_run(result, pods, models, destination)
 
 
-def _first_documents(source: Path, target: Path, count: int) -> None:
-    """The first `count` documents of a Cranfield collection file (records start with `.I`)."""
-    kept, seen = [], 0
+def _first_documents(source: Path, target: Path, count: int) -> set[str]:
+    """Writes the first `count` documents of a Cranfield collection file (records start with
+    `.I <docid>`); returns their docids."""
+    kept, docids = [], set()
     for line in source.read_text().splitlines(keepends=True):
         if line.startswith(".I "):
-            seen += 1
-            if seen > count:
+            if len(docids) == count:
                 break
+            docids.add(line.split()[1])
         kept.append(line)
     target.write_text("".join(kept))
+    return docids
+
+
+def _judgments_of(source: Path, target: Path, docids: set[str]) -> int:
+    """Writes the Cranfield qrels lines (`qid docid relevance`) of `docids` (the datagen refuses
+    judgments of documents not in the corpus); returns how many."""
+    lines = [
+        line
+        for line in source.read_text().splitlines()
+        if line.split()[1:2] in ([], [""]) or line.split()[1] in docids
+    ]
+    target.write_text("\n".join(lines) + "\n")
+    return len(lines)
 
 
 @pytest.mark.e2e
@@ -190,9 +204,10 @@ def test_compiled_cranfield_knrm_runs_in_the_image_on_200_documents(
     cran = shared_data / "cranfield"
     data = tmp_path / "cranfield"
     data.mkdir()
-    _first_documents(cran / "cran.all.1400", data / "cran.all.200", 200)
+    docids = _first_documents(cran / "cran.all.1400", data / "cran.all.200", 200)
+    assert len(docids) == 200
+    assert _judgments_of(cran / "cranqrel", data / "cranqrel", docids) > 100
     shutil.copyfile(cran / "cran.qry", data / "cran.qry")
-    shutil.copyfile(cran / "cranqrel", data / "cranqrel")
     files = {
         str(data / n): f"{DATA_DIR}/cranfield/{n}" for n in ("cran.all.200", "cran.qry", "cranqrel")
     }
