@@ -115,6 +115,17 @@ def test_run_fn_end_to_end_and_resume(examples_dir, transform_graph, tmp_path):
     again = run_fn(retry)
     assert again.steps == 10 and again.best_step == result.best_step
     assert again.best_metric == result.best_metric
+    # ...and it resumed rather than retrained (retraining from step 0 gives the same weights):
+    # from the final checkpoint, with Adam's iteration count restored, and no batch re-read.
+    assert result.resumed_from is None
+    assert again.resumed_from is not None, "the retry retrained from step 0"
+    assert again.resumed_from["step"] == 10
+    assert again.resumed_from["checkpoint"] == "ckpt-10"
+    iterations = again.resumed_from["optimizer_iterations"]
+    assert iterations and set(iterations.values()) == {10}, iterations
+    assert again.loss_history == [] and again.validation_history == []
+    with open(os.path.join(retry.model_run_dir, "train_results.json")) as f:
+        assert json.load(f)["resumed_from"] == again.resumed_from
     scores = [
         tf.saved_model.load(a.serving_model_dir)
         .signatures["serving_default"](query=tf.constant(QUERIES), document=tf.constant(DOCS))[
