@@ -7,6 +7,7 @@ import tensorflow as tf
 import tfx.v1 as tfx
 import trainer_testdata
 
+from pipelines import console
 from trainer_module import inputs
 from trainer_module.checkpointing import checkpoint_dir, run_fingerprint
 from trainer_module.export import export_serving_model
@@ -148,6 +149,10 @@ def test_run_fn_divergence_exports_nothing(examples_dir, transform_graph, tmp_pa
         model_run_dir=str(tmp_path / "Trainer" / "model_run" / "1"),
         custom_config={"trainer": cfg.to_dict(), "max_query_length": 8, "max_doc_length": 16},
     )
-    with pytest.raises(Exception, match="step 1"):
+    with pytest.raises(Exception, match="step 1") as info:
         run_fn(args)
+    # What `rankpipe run` prints for it: the error named, and the learning-rate fix.
+    name, _, fix = console.describe_error(info.value)
+    assert name == "DivergenceError"
+    assert fix and "lower trainer.learning_rate" in fix
     assert not os.path.exists(args.serving_model_dir)
