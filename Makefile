@@ -1,6 +1,6 @@
 # The two commands of the README. Both set everything up first (scripts/setup.sh is a no-op
 # when .venv already matches requirements.lock).
-.PHONY: setup demo test lint lock lock-gpu image image-gpu image-test bench bench-metrics bench-evaluator bench-datagen bench-trainer bench-kfp bench-quality pretrained
+.PHONY: setup setup-system demo test lint lock lock-gpu image image-gpu image-test bench bench-metrics bench-evaluator bench-datagen bench-trainer bench-kfp bench-quality pretrained
 
 setup:
 	@./scripts/setup.sh
@@ -10,8 +10,13 @@ demo: setup
 	.venv/bin/rankpipe run demo
 
 # Lint, format check and the test suite (includes an end-to-end LocalDagRunner run on Cranfield).
-test: setup lint
+# setup-system installs Chromium (report screenshot test) when missing, as root with apt-get.
+test: setup setup-system lint
 	.venv/bin/pytest
+
+# System packages beyond .venv (scripts/setup-system.sh; a no-op when they are there).
+setup-system:
+	@./scripts/setup-system.sh
 
 lint: setup
 	.venv/bin/ruff check .

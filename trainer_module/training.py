@@ -48,6 +48,11 @@ class TrainResult:
     # validation. This session's steps only: a resumed run's curves start at the resume step.
     loss_history: list[list[float]] = field(default_factory=list)
     validation_history: list[list[float]] = field(default_factory=list)
+    # Where this session resumed (None: it started from step 0): the checkpoint, its step and
+    # each optimizer's iteration count after the restore. Lets a retried execution (and its
+    # tests) show that it continued the killed run rather than retraining from scratch,
+    # which would end with the same weights and so cannot be told apart from the weights.
+    resumed_from: dict | None = None
 
 
 def peak_host_rss_mb() -> float:
@@ -148,6 +153,7 @@ class Controller:
         self.best_checkpoint = tf.train.Checkpoint(model=self.model)
         # (step, loss, pre-clip gradient norm) of the steps this object ran.
         self.history: list[tuple[int, float, float]] = []
+        self.resumed_from: dict | None = None
         self._train_fn = tf.function(self._train_once)
         ids = tf.TensorSpec([None, None], tf.int64)
         self._score_fn = tf.function(
@@ -237,6 +243,14 @@ class Controller:
         latest = tf.train.latest_checkpoint(self.checkpoint_dir)  # the chief's, on every worker
         if latest:
             self.checkpoint.restore(latest).assert_existing_objects_matched()
+            self.resumed_from = {
+                "checkpoint": os.path.basename(latest),
+                "step": int(self.step.numpy()),
+                "optimizer_iterations": {
+                    name: int(opt.iterations.numpy())
+                    for name, opt in self.optimizer.checkpoint_items().items()
+                },
+            }
             logging.info("resumed from %s at step %d", latest, int(self.step.numpy()))
             if not self._iterator_in_checkpoint:
                 skip = tf.function(lambda it: next(it))
@@ -374,6 +388,7 @@ class Controller:
             wall_seconds=wall,
             loss_history=loss_history,
             validation_history=validation_history,
+            resumed_from=self.resumed_from,
         )
 
     def restore_best(self) -> bool:

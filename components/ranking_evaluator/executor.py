@@ -89,6 +89,26 @@ def _read_scores(pattern: str) -> list[scoring.Scored]:
     return rows
 
 
+def compare_reranker_alone(
+    per_query: dict[str, dict[str, dict[str, float]]],
+    metric_names: list[str],
+    *,
+    trials: int,
+    seed: int,
+) -> dict[str, dict[str, dict[str, float]]]:
+    """{"first_stage": stats} of the reranker's own scores (no fusion) against the first stage:
+    the README's "alone" figures, which show whether the model learned anything beyond the
+    first stage it is fused with. Report only, never for blessing. Empty when the candidate
+    carries no fusion (its run is then the reranker alone, already in `comparisons`)."""
+    if "reranker" not in per_query:
+        return {}
+    return {
+        "first_stage": significance.compare_per_query(
+            per_query["first_stage"], per_query["reranker"], metric_names, trials=trials, seed=seed
+        )
+    }
+
+
 class Executor(base_beam_executor.BaseBeamExecutor):
     def Do(
         self,
@@ -212,18 +232,8 @@ class Executor(base_beam_executor.BaseBeamExecutor):
             if reference in per_query
         }
         # The reranker alone against the first stage too, for the report (never for blessing).
-        reranker_comparisons = (
-            {
-                "first_stage": significance.compare_per_query(
-                    per_query["first_stage"],
-                    per_query["reranker"],
-                    metric_names,
-                    trials=config["randomization_trials"],
-                    seed=config["seed"],
-                )
-            }
-            if "reranker" in per_query
-            else {}
+        reranker_comparisons = compare_reranker_alone(
+            per_query, metric_names, trials=config["randomization_trials"], seed=config["seed"]
         )
         decision = blessing.decide(aggregates["candidate"], comparisons, config)
 

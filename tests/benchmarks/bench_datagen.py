@@ -5,10 +5,12 @@ Run: .venv/bin/python tests/benchmarks/bench_datagen.py [--docs 200000] [--queri
          [--repeats 1] [--skip-cranfield] [--skip-synthetic] [--workers 1,2]
 
 Two collections, side by side: Cranfield from $RANKPIPE_SHARED_DATA (default
-<repo>/../shared/data) with pipelines/configs/cranfield.yaml, and a synthetic BEIR-layout
-collection of --docs passages generated in a temp dir (Zipf-distributed vocabulary of 30k
-pseudo-words, 30-80 words a passage; --queries queries with 30 planted judgments each) with the
-default datagen config (BM25 depth 100, 8000-token vocabulary, pairwise x 64).
+<repo>/../shared/data) with pipelines/configs/cranfield-knrm.yaml (it learns its own
+8000-token vocabulary; cranfield.yaml needs the MiniLM checkpoint of `make pretrained`), and a
+synthetic BEIR-layout collection of --docs passages generated in a temp dir (Zipf-distributed
+vocabulary of 30k pseudo-words, 30-80 words a passage; --queries queries with 30 planted
+judgments each) with the default datagen config (BM25 depth 100, 8000-token vocabulary,
+pairwise x 64).
 
 For each collection, each mode runs in its own fresh subprocess (same imports, same warm-up):
   beam-1w / beam-2w  the executor's Do() (what LocalDagRunner calls) on DirectRunner
@@ -107,7 +109,7 @@ def collection_configs(name: str, data_dir: str | None) -> tuple[dict, dict]:
 
     if name == "cranfield":
         os.environ.setdefault("RANKPIPE_SHARED_DATA", str(SHARED))
-        config = load_config("cranfield")
+        config = load_config("cranfield-knrm")
         return dataclasses.asdict(config.collection), dataclasses.asdict(config.datagen)
     paths = {k: os.path.join(data_dir, n) for k, n in (("documents", "corpus.jsonl"),
              ("queries", "queries.jsonl"), ("qrels", "qrels.txt"))}  # fmt: skip

@@ -3,8 +3,8 @@
 Run: .venv/bin/python tests/benchmarks/bench_evaluator.py [--pipeline-root DIR] [--train-steps N]
      [--repeats N] [--replicate N] [--modes in_memory,multi_processing]
 
-Needs a trained model and Cranfield's examples. Without --pipeline-root it runs the cranfield
-pipeline once (`rankpipe run cranfield`, few train steps, in-process Beam) under
+Needs a trained model and Cranfield's examples. Without --pipeline-root it runs the cranfield-knrm
+pipeline once (`rankpipe run cranfield-knrm`, few train steps, in-process Beam) under
 $RANKPIPE_OUTPUTS (default /tmp/rankpipe-bench-evaluator) and reuses it on later runs (cached);
 with --pipeline-root it reuses that run's artifacts (latest Model, Examples, qrels, first-stage
 run in its MLMD). Times, for each Beam running mode:

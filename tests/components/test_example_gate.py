@@ -9,6 +9,7 @@ import tensorflow as tf
 from tfx import v1 as tfx
 
 from components.example_gate import ExampleGate
+from pipelines import console
 from pipelines.pipeline import SCHEMA_FILE
 
 
@@ -65,6 +66,10 @@ def test_anomaly_stops_the_pipeline_naming_feature(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match=r"feature labels: .*") as info:
         tfx.orchestration.LocalDagRunner().run(_pipeline(tmp_path, drop_labels=True))
     assert "ExampleValidator found anomalies" in str(info.value)
+    # What `rankpipe run` prints for it: the error named, and the fix for anomalies.
+    name, _, fix = console.describe_error(info.value)
+    assert name == "ExampleAnomaliesError"
+    assert fix and "schemas/ranking_examples/schema.pbtxt" in fix
 
 
 def test_clean_examples_pass_the_gate(tmp_path: Path) -> None:

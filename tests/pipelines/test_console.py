@@ -191,3 +191,67 @@ def test_an_unexpected_error_names_where_it_was_raised() -> None:
 )
 def test_config_fix_names_the_key(message: str, fix: str) -> None:
     assert fix in console_lib.config_fix(message)
+
+
+def _fix_line(exc: BaseException) -> str:
+    """The `fix:` line of the block a failed run prints for `exc`."""
+    block = console_lib.error_block("Component", exc, None, verbose=False)
+    fixes = [line for line in block.splitlines() if line.startswith("  fix:   ")]
+    assert len(fixes) == 1, block
+    return fixes[0]
+
+
+def test_out_of_memory_from_tensorflow_gets_the_batch_size_hint() -> None:
+    # A real allocation TensorFlow cannot make: the ResourceExhaustedError ("OOM when
+    # allocating tensor ...") a too large batch raises, here wrapped as a component would be.
+    import tensorflow as tf
+
+    try:
+        try:
+            tf.zeros([2**20, 2**20, 2**20], tf.float32)  # 4 EiB: fails at once, touches nothing
+        except tf.errors.ResourceExhaustedError as oom:
+            raise RuntimeError("Trainer failed") from oom
+    except RuntimeError as e:
+        name, _, _ = console_lib.describe_error(e)
+        fix = _fix_line(e)
+    assert name == "ResourceExhaustedError"
+    assert "lower trainer.batch_size" in fix
+
+
+def test_a_taken_version_gets_the_destination_hint(tmp_path: Path, monkeypatch) -> None:
+    # The real push_new_version, with a rival pusher that publishes every version it picks
+    # just before its rename: after `attempts` lost races it raises VersionExistsError.
+    from components.ranking_pusher import executor
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "saved_model.pb").write_text("graph")
+    real_rename = os.rename
+
+    def rival_first(src: str, dst: str) -> None:
+        if os.path.basename(dst).isdigit():
+            os.makedirs(dst)
+            Path(dst, "saved_model.pb").write_text("rival")
+        real_rename(src, dst)
+
+    monkeypatch.setattr(executor.os, "rename", rival_first)
+    with pytest.raises(executor.VersionExistsError) as info:
+        executor.push_new_version(str(model), str(tmp_path / "serving"), attempts=3)
+    assert "set pusher.destination to a new base" in _fix_line(info.value)
+
+
+def test_divergence_from_the_trainer_check_gets_the_learning_rate_hint() -> None:
+    # Controller._check is what raises DivergenceError in training (it reads only cfg.max_loss;
+    # tests/trainer_module/test_trainer_export.py raises it from a real run_fn too).
+    from types import SimpleNamespace
+
+    from trainer_module.training import Controller, DivergenceError
+
+    fake_self = SimpleNamespace(cfg=SimpleNamespace(max_loss=100.0))
+    with pytest.raises(DivergenceError) as info:
+        Controller._check(fake_self, 7, {"loss": float("nan"), "grad_norm": 1.0})
+    try:
+        raise RuntimeError("Trainer failed") from info.value
+    except RuntimeError as e:
+        assert console_lib.describe_error(e)[0] == "DivergenceError"
+        assert "lower trainer.learning_rate" in _fix_line(e)

@@ -44,6 +44,12 @@ def main(examples: str, transform_graph: str, work: str) -> None:
             out[f"{name}_{i}"] = v.numpy()
         out[f"{name}_metric"] = np.array(result.final_metric)
         out[f"{name}_losses"] = np.array([loss for _, loss, _ in controller.history])
+        out[f"{name}_steps"] = np.array([step for step, _, _ in controller.history])
+        resumed = result.resumed_from or {"step": -1, "optimizer_iterations": {}}
+        out[f"{name}_resumed_step"] = np.array(resumed["step"])
+        out[f"{name}_resumed_iterations"] = np.array(
+            sorted(resumed["optimizer_iterations"].values()), dtype=np.int64
+        )
     np.savez(os.path.join(work, "weights.npz"), **out)
 
 

@@ -39,3 +39,13 @@ def test_mirrored_two_cpus_matches_one_device_and_resumes_exactly(
     for key in singles:
         i = key[7:]
         np.testing.assert_array_equal(data["resumed_" + i], data["mirrored_" + i], err_msg=i)
+    # Where it resumed (retraining from step 0 would end with the same weights too): at the
+    # step-4 checkpoint, with the optimizers' iteration counts restored...
+    assert int(data["mirrored_resumed_step"]) == -1
+    assert int(data["resumed_resumed_step"]) == 4, "the resumed run started at step 0"
+    iterations = data["resumed_resumed_iterations"]
+    assert len(iterations) and set(iterations.tolist()) == {4}, iterations
+    # ...and the fast-forwarded input: steps 5..8 ran, each on the batch the uninterrupted
+    # run trained on at that step (same weights + same batch = same loss).
+    np.testing.assert_array_equal(data["resumed_steps"], [5, 6, 7, 8])
+    np.testing.assert_allclose(data["resumed_losses"], data["mirrored_losses"][4:], rtol=1e-6)

@@ -7,6 +7,7 @@ import tensorflow as tf
 import tfx.v1 as tfx
 import trainer_testdata
 
+from pipelines import console
 from trainer_module import inputs
 from trainer_module.checkpointing import checkpoint_dir, run_fingerprint
 from trainer_module.export import export_serving_model
@@ -115,6 +116,17 @@ def test_run_fn_end_to_end_and_resume(examples_dir, transform_graph, tmp_path):
     again = run_fn(retry)
     assert again.steps == 10 and again.best_step == result.best_step
     assert again.best_metric == result.best_metric
+    # ...and it resumed rather than retrained (retraining from step 0 gives the same weights):
+    # from the final checkpoint, with Adam's iteration count restored, and no batch re-read.
+    assert result.resumed_from is None
+    assert again.resumed_from is not None, "the retry retrained from step 0"
+    assert again.resumed_from["step"] == 10
+    assert again.resumed_from["checkpoint"] == "ckpt-10"
+    iterations = again.resumed_from["optimizer_iterations"]
+    assert iterations and set(iterations.values()) == {10}, iterations
+    assert again.loss_history == [] and again.validation_history == []
+    with open(os.path.join(retry.model_run_dir, "train_results.json")) as f:
+        assert json.load(f)["resumed_from"] == again.resumed_from
     scores = [
         tf.saved_model.load(a.serving_model_dir)
         .signatures["serving_default"](query=tf.constant(QUERIES), document=tf.constant(DOCS))[
@@ -137,6 +149,10 @@ def test_run_fn_divergence_exports_nothing(examples_dir, transform_graph, tmp_pa
         model_run_dir=str(tmp_path / "Trainer" / "model_run" / "1"),
         custom_config={"trainer": cfg.to_dict(), "max_query_length": 8, "max_doc_length": 16},
     )
-    with pytest.raises(Exception, match="step 1"):
+    with pytest.raises(Exception, match="step 1") as info:
         run_fn(args)
+    # What `rankpipe run` prints for it: the error named, and the learning-rate fix.
+    name, _, fix = console.describe_error(info.value)
+    assert name == "DivergenceError"
+    assert fix and "lower trainer.learning_rate" in fix
     assert not os.path.exists(args.serving_model_dir)

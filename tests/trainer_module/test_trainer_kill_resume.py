@@ -67,6 +67,27 @@ def test_sigkilled_trainer_resumes_to_identical_weights(examples_dir, transform_
     straight = run_fn(trainer_resume_args.fn_args(examples_dir, transform_graph, straight_root, 1))
 
     assert resumed.steps == straight.steps == trainer_resume_args.STEPS
+    # Where the resumed run started: retraining from step 0 ends with the same weights, so the
+    # weights alone cannot show that the killed run was continued.
+    killed_at = int(latest.rsplit("-", 1)[1])
+    assert 0 < killed_at < trainer_resume_args.STEPS
+    assert straight.resumed_from is None
+    assert resumed.resumed_from is not None, "the retried run did not resume (started at step 0)"
+    assert resumed.resumed_from["step"] == killed_at
+    # Optimizer state: Adam's iteration count (its bias correction and schedule) came back.
+    iterations = resumed.resumed_from["optimizer_iterations"]
+    assert iterations and set(iterations.values()) == {killed_at}, iterations
+    # Data position: the session trained only steps killed_at+1.., each on the batch the
+    # uninterrupted run trained on at that step (same weights + same batch = same loss; a
+    # restarted input iterator would feed the first batches again).
+    steps = [int(s) for s, _ in resumed.loss_history]
+    assert steps == list(range(killed_at + 1, trainer_resume_args.STEPS + 1))
+    straight_loss = {int(s): loss for s, loss in straight.loss_history}
+    np.testing.assert_allclose(
+        [loss for _, loss in resumed.loss_history],
+        [straight_loss[s] for s in steps],
+        rtol=1e-6,
+    )
     assert (resumed.best_step, resumed.best_metric) == (straight.best_step, straight.best_metric)
     a, b = _checkpoint_values(killed_root), _checkpoint_values(straight_root)
     assert a.keys() == b.keys() and len(a) > 10
