@@ -13,12 +13,10 @@ from pipelines import kubeflow_runner, local_runner
 from pipelines.config import REPO_ROOT, PipelineConfig, load_config
 
 PIPELINE_ROOT = "minio://mlpipeline/v2/artifacts"  # the backend's default (config/env.go)
-# A small budget: tiny demo collection, 20 training steps, Beam in one in-memory worker
-# (every task is a process of its own, as on a cluster).
-SMALL_DEMO = [
-    "collection.demo.num_documents=200",
-    "collection.demo.num_queries=30",
-    "datagen.vocab.size=500",
+# A small budget for any collection: 20 training steps, Beam in one in-memory worker (every task
+# is a process of its own, as on a cluster), a model blessed whatever the short training gives,
+# so the push and baseline paths run.
+SMALL_BUDGET = [
     "datagen.candidates_depth=30",
     "datagen.sampling.samples_per_query=16",
     "trainer.train_steps=20",
@@ -26,11 +24,17 @@ SMALL_DEMO = [
     "trainer.checkpoint_every=10",
     "trainer.validate_every=10",
     "trainer.log_every=10",
-    # Bless whatever the short training gives, so the push and baseline paths run.
     "evaluator.min_values={}",
     "evaluator.randomization_trials=1000",
     "runner.beam.direct_running_mode=in_memory",
     "runner.beam.direct_num_workers=1",
+]
+# The demo with that budget on a tiny generated collection.
+SMALL_DEMO = [
+    "collection.demo.num_documents=200",
+    "collection.demo.num_queries=30",
+    "datagen.vocab.size=500",
+    *SMALL_BUDGET,
 ]
 
 
