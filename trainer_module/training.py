@@ -48,6 +48,9 @@ class TrainResult:
     # validation. This session's steps only: a resumed run's curves start at the resume step.
     loss_history: list[list[float]] = field(default_factory=list)
     validation_history: list[list[float]] = field(default_factory=list)
+    # Where run_fn's time went (setup, train, dev_scoring, fusion; in memory also export and
+    # total, which come after train_results.json is written). Set by run_fn.
+    seconds: dict[str, float] = field(default_factory=dict)
 
 
 def peak_host_rss_mb() -> float:
