@@ -158,6 +158,9 @@ def test_zero_shot_export_equals_numpy_mean_pooled_cosine(
 ):
     args, result = zero_shot
     assert result.steps == 0 and result.final_metric is not None
+    parts = ("setup", "train", "dev_scoring", "fusion", "export")
+    assert set(result.seconds) == {*parts, "total"}
+    assert sum(result.seconds[p] for p in parts) <= result.seconds["total"]
     loaded = tf.saved_model.load(args.serving_model_dir)
     got = (
         loaded.signatures["serving_default"](
