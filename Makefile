@@ -1,6 +1,6 @@
 # The two commands of the README. Both set everything up first (scripts/setup.sh is a no-op
 # when .venv already matches requirements.lock).
-.PHONY: setup setup-system demo test lint lock lock-gpu image image-gpu image-test bench bench-metrics bench-evaluator bench-datagen bench-trainer bench-kfp bench-quality pretrained
+.PHONY: setup setup-system demo test lint lock lock-gpu image image-gpu image-test bench bench-metrics bench-evaluator bench-datagen bench-trainer bench-kfp bench-quality bench-speed pretrained
 
 setup:
 	@./scripts/setup.sh
@@ -78,6 +78,11 @@ bench-trainer: setup
 # on CPU, with the real all-MiniLM-L6-v2 checkpoint (about an hour on 2 cores).
 bench-quality: pretrained
 	.venv/bin/python tests/benchmarks/bench_quality.py
+
+# Issue 16: `rankpipe run cranfield` against encoding once and against a plain script, side by
+# side in one run (docs/speed.md; real all-MiniLM-L6-v2 checkpoint; about 15 minutes on 2 cores).
+bench-speed: pretrained
+	.venv/bin/python tests/benchmarks/bench_speed.py
 
 # The demo pipeline through the local KFP v2 backend vs LocalDagRunner (docs/kubeflow.md).
 bench-kfp: setup

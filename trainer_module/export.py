@@ -11,6 +11,17 @@ Signatures:
   list, fused with the first stage as the Trainer chose (trainer_module/fusion.py; min-max per
   list, alpha * reranker + (1 - alpha) * first stage). Without fusion alpha is 1 (the fused score
   is the reranker's, min-max normalised: the same order).
+Dual encoders (a model with `embed`, trainer_module/models/dual_encoder.py) also get:
+- embed_texts(text: string [None]) -> {"embedding": float32 [None, H]}: raw text -> the model's
+  L2-normalised vector, truncated to the document length (what indexing a corpus needs; the
+  cosine of two vectors is the model's score). Queries longer than max_query_length tokens are
+  cut shorter by the pair signatures than by this one.
+- embed_query_ids / embed_doc_ids(ids: int64 [None, None]) -> {"embedding": float32 [None, H]}:
+  the same over right-padded token ids (the examples' query_ids / doc_ids), truncated to the
+  query / document length exactly as the pair signatures truncate. The RankingEvaluator embeds
+  each distinct text of a split once through these and scores a pair by the dot product
+  (components/ranking_evaluator/scoring.py), as sentence-transformers' util.semantic_search
+  does with encode()d corpora (https://www.sbert.net/examples/applications/semantic-search/).
 The fusion settings are also written to assets.extra/fusion.json for the evaluator and the card.
 """
 
@@ -24,10 +35,15 @@ import uuid
 import tensorflow as tf
 import tensorflow_transform as tft
 import tf_keras as keras
+from tf_keras.src.saving.legacy.saved_model import utils as keras_saved_model_utils
 
 from trainer_module import fusion as fusion_lib
 
 TOKEN_IDS_KEY = "token_ids"
+EMBED_TEXTS_SIGNATURE = "embed_texts"
+EMBED_QUERY_IDS_SIGNATURE = "embed_query_ids"
+EMBED_DOC_IDS_SIGNATURE = "embed_doc_ids"
+EMBEDDING_KEY = "embedding"
 RAW_TEXT_KEY = "text"
 
 _EXAMPLE_SPEC = {
@@ -35,6 +51,9 @@ _EXAMPLE_SPEC = {
     "doc_ids": tf.io.VarLenFeature(tf.int64),
     "doc_lengths": tf.io.VarLenFeature(tf.int64),
 }
+
+
+_IDS = tf.TensorSpec([None, None], tf.int64)
 
 
 def _at_least_one_column(ids: tf.Tensor) -> tf.Tensor:
@@ -57,12 +76,17 @@ class RerankerModule(tf.Module):
         self.tft_layer = tft_layer  # tracked: its vocab asset and tables are saved with us
         self.max_query_length = max_query_length
         self.max_doc_length = max_doc_length
+        # The model traced once, called by every signature: tracing a BERT-size model is what
+        # export time goes to, and each signature tracing it again also stored another copy.
+        self._score_ids = tf.function(
+            lambda q, d: tf.cast(self.model((q, d), training=False), tf.float32),
+            input_signature=[_IDS, _IDS],
+        )
 
     def _score(self, query_ids: tf.Tensor, doc_ids: tf.Tensor) -> dict[str, tf.Tensor]:
         query_ids = _at_least_one_column(query_ids[:, : self.max_query_length])
         doc_ids = _at_least_one_column(doc_ids[:, : self.max_doc_length])
-        scores = self.model((query_ids, doc_ids), training=False)
-        return {"score": tf.cast(scores, tf.float32)}
+        return {"score": self._score_ids(query_ids, doc_ids)}
 
     def _tokenize(self, texts: tf.Tensor) -> tf.Tensor:
         sparse = self.tft_layer({RAW_TEXT_KEY: texts})[TOKEN_IDS_KEY]
@@ -108,6 +132,39 @@ class RerankerModule(tf.Module):
         return self._score(query, tf.where(in_first, docs, tf.zeros_like(docs)))
 
 
+class DualEncoderModule(RerankerModule):
+    """RerankerModule plus the embedding signatures of a model with `embed` (a dual encoder).
+    Every signature goes through one traced encoder (`_embed_ids`); a pair's score is the dot
+    product of the two L2-normalised embeddings, DualEncoder.call's arithmetic."""
+
+    def __init__(self, model: keras.Model, *args, **kwargs):
+        super().__init__(model, *args, **kwargs)
+        self._embed_ids = tf.function(
+            lambda ids: tf.cast(self.model.embed(ids, training=False), tf.float32),
+            input_signature=[_IDS],
+        )
+
+    def _embed(self, ids: tf.Tensor, max_length: int) -> dict[str, tf.Tensor]:
+        return {EMBEDDING_KEY: self._embed_ids(_at_least_one_column(ids[:, :max_length]))}
+
+    def _score(self, query_ids: tf.Tensor, doc_ids: tf.Tensor) -> dict[str, tf.Tensor]:
+        query = self._embed(query_ids, self.max_query_length)[EMBEDDING_KEY]
+        doc = self._embed(doc_ids, self.max_doc_length)[EMBEDDING_KEY]
+        return {"score": tf.reduce_sum(query * doc, axis=-1)}
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+    def embed_texts(self, text: tf.Tensor) -> dict[str, tf.Tensor]:
+        return self._embed(self._tokenize(text), self.max_doc_length)
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int64, name="ids")])
+    def embed_query_ids(self, ids: tf.Tensor) -> dict[str, tf.Tensor]:
+        return self._embed(ids, self.max_query_length)
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int64, name="ids")])
+    def embed_doc_ids(self, ids: tf.Tensor) -> dict[str, tf.Tensor]:
+        return self._embed(ids, self.max_doc_length)
+
+
 def _replace_dir(src: str, dst: str) -> None:
     if tf.io.gfile.exists(dst):
         tf.io.gfile.rmtree(dst)
@@ -138,17 +195,25 @@ def export_serving_model(
     run_fn.choose_fusion's dict (None: no fusion)."""
     tft_layer = tft.TFTransformOutput(transform_graph_path).transform_features_layer()
     alpha = fusion.get("alpha") if fusion else None
-    module = RerankerModule(model, tft_layer, max_query_length, max_doc_length, alpha)
+    dual = hasattr(model, "embed")
+    module_cls = DualEncoderModule if dual else RerankerModule
+    module = module_cls(model, tft_layer, max_query_length, max_doc_length, alpha)
+    signatures = {
+        "serving_default": module.serving_default.get_concrete_function(),
+        "score_examples": module.score_examples.get_concrete_function(),
+        "rank_candidates": module.rank_candidates.get_concrete_function(),
+    }
+    if dual:
+        for name in (EMBED_TEXTS_SIGNATURE, EMBED_QUERY_IDS_SIGNATURE, EMBED_DOC_IDS_SIGNATURE):
+            signatures[name] = getattr(module, name).get_concrete_function()
     tmp = f"{serving_model_dir.rstrip('/')}.tmp-{uuid.uuid4().hex[:8]}"
-    tf.saved_model.save(
-        module,
-        tmp,
-        signatures={
-            "serving_default": module.serving_default.get_concrete_function(),
-            "score_examples": module.score_examples.get_concrete_function(),
-            "rank_candidates": module.rank_candidates.get_concrete_function(),
-        },
-    )
+    # save_traces=False: Keras would otherwise trace every layer's call function again, for
+    # reviving the layers with keras.models.load_model, which nothing does with this model
+    # (it is served and evaluated through its signatures only). That tracing was most of the
+    # export time of a MiniLM dual encoder (98 s of the Trainer's 132 s on Cranfield). It is
+    # what `model.save(..., save_traces=False)` sets (tf_keras/src/saving/legacy/save.py).
+    with keras_saved_model_utils.keras_option_scope(save_traces=False):
+        tf.saved_model.save(module, tmp, signatures=signatures)
     fusion_file = os.path.join(tmp, fusion_lib.FUSION_FILE)
     tf.io.gfile.makedirs(os.path.dirname(fusion_file))
     with tf.io.gfile.GFile(fusion_file, "w") as f:  # inside the temp dir: renamed with it

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 import tensorflow as tf
@@ -27,17 +28,26 @@ def read_vocab(transform_graph_path: str) -> list[str]:
 
 
 def choose_fusion(
-    cfg: TrainerConfig, controller: Controller, result: TrainResult, has_dev: bool
+    cfg: TrainerConfig,
+    controller: Controller,
+    result: TrainResult,
+    has_dev: bool,
+    seconds: dict[str, float] | None = None,
 ) -> dict | None:
     """The first-stage fusion the exported model carries (after the best checkpoint is restored):
     alpha tuned on the dev queries (or fixed), with the dev metric of each grid alpha. With
-    train_steps 0 (zero-shot) this is also where the model is first validated."""
+    train_steps 0 (zero-shot) this is also where the model is first validated. `seconds` gets
+    the time spent scoring the dev split ("dev_scoring") and tuning alpha ("fusion")."""
+    seconds = {} if seconds is None else seconds
     if not has_dev:
         if cfg.fusion == "tuned":
             raise ValueError("trainer config: fusion tuned needs dev queries (the dev split)")
         alpha = fusion.fusion_alpha(cfg.fusion, cfg.fusion_alpha, None)
         return None if alpha is None else {"mode": cfg.fusion, "alpha": alpha}
+    t0 = time.monotonic()
     dev = controller.score_dev()
+    seconds["dev_scoring"] = time.monotonic() - t0
+    t0 = time.monotonic()
 
     def metric(run: dict) -> float:
         return validation.validation_metric(
@@ -48,6 +58,7 @@ def choose_fusion(
     if result.steps == 0:  # zero-shot: no validation ran during training
         result.final_metric = reranker_metric
     if cfg.fusion == "none":
+        seconds["fusion"] = time.monotonic() - t0
         return None
     tuned, grid = fusion.tune_alpha(dev.run, dev.first_stage, metric)
     alpha = fusion.fusion_alpha(cfg.fusion, cfg.fusion_alpha, tuned)
@@ -60,6 +71,7 @@ def choose_fusion(
         "dev_first_stage": metric(dev.first_stage),
         "dev_grid": {f"{a:.2f}": v for a, v in grid.items()},
     }
+    seconds["fusion"] = time.monotonic() - t0
     logging.info(
         "fusion %s: alpha=%.2f, dev %s fused %.4f (reranker %.4f, first stage %.4f)",
         cfg.fusion,
@@ -79,6 +91,8 @@ def run_fn(fn_args: Any) -> TrainResult:
     "max_doc_length": int}. fn_args.train_steps (TrainArgs.num_steps), when set, overrides
     trainer.train_steps.
     """
+    start = time.monotonic()
+    seconds: dict[str, float] = {}
     custom = dict(fn_args.custom_config or {})
     cfg = TrainerConfig.from_dict(custom.get("trainer"))
     max_q, max_d = int(custom["max_query_length"]), int(custom["max_doc_length"])
@@ -107,14 +121,19 @@ def run_fn(fn_args: Any) -> TrainResult:
         fn_args.model_run_dir,
         steps,
     )
+    seconds["setup"] = time.monotonic() - start
+    t0 = time.monotonic()
     result = controller.train()
     if controller.restore_best():
         logging.info("exporting best model (step %d)", result.best_step)
-    result.fusion = choose_fusion(cfg, controller, result, bool(fn_args.eval_files))
+    seconds["train"] = time.monotonic() - t0
+    result.fusion = choose_fusion(cfg, controller, result, bool(fn_args.eval_files), seconds)
+    result.seconds = seconds
     if controller.chief:
         write_results(result, fn_args.model_run_dir)
     # Every multi-worker process must save (collective); only the chief's copy is kept.
     export_dir = worker_dir(fn_args.serving_model_dir, strategy)
+    t0 = time.monotonic()
     export_serving_model(
         controller.model,
         fn_args.transform_graph_path,
@@ -123,6 +142,9 @@ def run_fn(fn_args: Any) -> TrainResult:
         export_dir,
         fusion=result.fusion,
     )
+    seconds["export"] = time.monotonic() - t0
     if not controller.chief:
         tf.io.gfile.rmtree(export_dir)
+    seconds["total"] = time.monotonic() - start
+    logging.info("Trainer seconds: %s", ", ".join(f"{k} {v:.1f}" for k, v in seconds.items()))
     return result

@@ -53,6 +53,9 @@ class TrainResult:
     # tests) show that it continued the killed run rather than retraining from scratch,
     # which would end with the same weights and so cannot be told apart from the weights.
     resumed_from: dict | None = None
+    # Where run_fn's time went (setup, train, dev_scoring, fusion; in memory also export and
+    # total, which come after train_results.json is written). Set by run_fn.
+    seconds: dict[str, float] = field(default_factory=dict)
 
 
 def peak_host_rss_mb() -> float:

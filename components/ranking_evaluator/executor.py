@@ -23,12 +23,11 @@ import time
 import uuid
 from typing import Any
 
-import apache_beam as beam
 import tensorflow as tf
 from tfx import types
 from tfx.dsl.components.base import base_beam_executor
 from tfx.types import artifact_utils
-from tfx.utils import io_utils, path_utils
+from tfx.utils import path_utils
 
 from components import artifacts
 from components.file_io import write_text_atomic
@@ -79,14 +78,6 @@ def _local_copy(path: str, local_dir: str) -> str:
     local = os.path.join(local_dir, f"{len(os.listdir(local_dir))}-{os.path.basename(path)}")
     tf.io.gfile.copy(path, local, overwrite=True)
     return local
-
-
-def _read_scores(pattern: str) -> list[scoring.Scored]:
-    rows = []
-    for path in sorted(tf.io.gfile.glob(pattern)):
-        with tf.io.gfile.GFile(path) as f:
-            rows.extend((qid, docid, tuple(s)) for qid, docid, s in map(json.loads, f))
-    return rows
 
 
 def compare_reranker_alone(
@@ -155,38 +146,30 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         if baseline is not None:
             models["baseline"] = baseline.path
 
-        # ---- scoring: every candidate of the split, all models in one fused Beam pass ---------
+        # ---- scoring: every candidate of the split, all models in one Beam pass ---------------
+        # Dual encoders embed each distinct text once; other models score every pair (scoring.py).
         split_uri = artifact_utils.get_split_uri([examples], split)
         # A fresh directory per attempt: a retried execution must not read a failed one's parts.
         scores_prefix = os.path.join(self._get_tmp_dir(), f"scores-{uuid.uuid4().hex}", "part")
         t0 = time.time()
-        with self._make_beam_pipeline() as p:
-            _ = (
-                p
-                | "ReadExamples"
-                >> beam.io.ReadFromTFRecord(
-                    io_utils.all_files_pattern(split_uri),
-                    compression_type=beam.io.filesystem.CompressionTypes.GZIP,
-                )
-                | "Score"
-                >> scoring.ScoreExamples(
-                    list(models.values()),
-                    batch_size=config.get("batch_size", 256),
-                )
-                | "ToJson" >> beam.Map(json.dumps)
-                | "WriteScores" >> beam.io.WriteToText(scores_prefix, file_name_suffix=".jsonl")
-            )
-        runs = scoring.to_runs(_read_scores(scores_prefix + "*.jsonl"), list(models))
+        runs, scored_by = scoring.score_split(
+            self._make_beam_pipeline,
+            split_uri,
+            models,
+            batch_size=config.get("batch_size", 256),
+            scores_prefix=scores_prefix,
+        )
         scoring_seconds = time.time() - t0
         n_scored = sum(len(d) for d in runs["candidate"].values())
         if not n_scored:
             raise ValueError(f"the {split} split of {examples.uri} has no examples to score")
         logging.info(
-            "Scored %d candidates of %d %s queries with %d model(s) in %.1fs",
+            "Scored %d candidates of %d %s queries with %d model(s) (%s) in %.1fs",
             n_scored,
             len(runs["candidate"]),
             split,
             len(models),
+            scored_by,
             scoring_seconds,
         )
 
@@ -282,6 +265,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
             "model_id": model.id,
             "baseline_model": baseline.path if baseline else None,
             "baseline_version": baseline.version if baseline else None,
+            "scoring": scored_by,
             "scoring_seconds": round(scoring_seconds, 2),
             "candidates_per_second": round(n_scored * len(models) / scoring_seconds, 1),
             "seconds": round(time.time() - start, 1),

@@ -1,18 +1,45 @@
-"""Batched scoring of eval examples with SavedModels inside Beam (tfx-bsl RunInference)."""
+"""Batched scoring of eval examples with SavedModels inside Beam.
+
+Two paths, chosen per model by its signatures (`embeds`):
+- per pair (`ScoreExamples`): tfx-bsl RunInference runs the `score_examples` signature over
+  every (query, document) example. Cross-encoders (KNRM, Conv-KNRM, Transformer, BERT) read
+  query and document together, so this is inherent to them.
+- encode once (`EmbedAndScore`): a dual encoder's score is the dot product of two L2-normalised
+  vectors, so every distinct query and document of the split is embedded once (the
+  `embed_query_ids` / `embed_doc_ids` signatures of trainer_module/export.py, batched by
+  length) and each pair is scored by a dot product, instead of encoding a document once per
+  query that retrieved it (up to candidates_depth times). This is how sentence-transformers
+  scores a corpus (util.semantic_search over encode()d embeddings,
+  https://www.sbert.net/examples/applications/semantic-search/). The vectors meet their pairs
+  through two CoGroupByKey joins (by query, then by document), so no worker holds them all.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import apache_beam as beam
+import numpy as np
 import tensorflow as tf
+from apache_beam.utils import shared
+from tensorflow.python.saved_model import loader_impl
 from tensorflow_serving.apis import prediction_log_pb2
+from tfx.utils import io_utils
 from tfx_bsl.public.beam import run_inference
 from tfx_bsl.public.proto import model_spec_pb2
 
 # The exported model's signature over serialized tf.Examples (see trainer_module/export.py).
 SCORE_SIGNATURE = "score_examples"
 SCORE_OUTPUT = "score"
+# A dual encoder's embedding signatures (trainer_module/export.py DualEncoderModule).
+EMBED_QUERY_SIGNATURE = "embed_query_ids"
+EMBED_DOC_SIGNATURE = "embed_doc_ids"
+EMBED_OUTPUT = "embedding"
+# Texts are grouped by (kind, length // LENGTH_BUCKET) before batching, then sorted by length
+# within a group, so a batch pads little and groups can go to different workers.
+LENGTH_BUCKET = 32
 
 Key = tuple[str, str]  # (qid, docid)
 Scored = tuple[str, str, tuple[float, ...]]  # (qid, docid, one score per model)
@@ -92,3 +119,223 @@ def to_runs(scored: list[Scored], names: Sequence[str]) -> dict[str, dict[str, d
                 raise ValueError(f"candidate {docid!r} of query {qid!r} appears twice")
             docs[docid] = score
     return runs
+
+
+def signature_names(model_dir: str) -> set[str]:
+    """The SavedModel's signature names, read from saved_model.pb without loading the model."""
+    return set(loader_impl.parse_saved_model(model_dir).meta_graphs[0].signature_def)
+
+
+def embeds(model_dir: str) -> bool:
+    """Whether the model can be scored by embedding each text once (a dual encoder exported
+    with the embedding signatures; older exports and cross-encoders are scored per pair)."""
+    return {EMBED_QUERY_SIGNATURE, EMBED_DOC_SIGNATURE} <= signature_names(model_dir)
+
+
+Text = tuple[str, str]  # ("q", qid) or ("d", docid)
+Pair = tuple[str, str, tuple[int, ...], tuple[int, ...]]  # qid, docid, query ids, doc ids
+
+
+def example_pair(serialized: bytes) -> Pair:
+    """(qid, docid, query ids, document ids) of a dev/test example: the ids score_examples
+    reads (the document cut at its first length, as score_examples cuts it)."""
+    feature = tf.train.Example.FromString(serialized).features.feature
+    doc = feature["doc_ids"].int64_list.value
+    lengths = feature["doc_lengths"].int64_list.value
+    return (
+        feature["qid"].bytes_list.value[0].decode(),
+        feature["docids"].bytes_list.value[0].decode(),
+        tuple(feature["query_ids"].int64_list.value),
+        tuple(doc[: lengths[0]] if lengths else doc),
+    )
+
+
+def _texts(pair: Pair) -> Iterator[tuple[Text, tuple[int, ...]]]:
+    qid, docid, query, doc = pair
+    yield ("q", qid), query
+    yield ("d", docid), doc
+
+
+def _one_text(ids: Iterable[tuple[int, ...]]) -> tuple[int, ...]:
+    # CombinePerKey: every example of a query (document) holds the same ids.
+    ids = iter(ids)
+    first = next(ids)
+    for other in ids:
+        if other != first:
+            raise ValueError(f"one text id with two different token sequences: {first} / {other}")
+    return first
+
+
+def _bucket(item: tuple[Text, tuple[int, ...]]) -> tuple[tuple[str, int], tuple]:
+    (kind, _), ids = item
+    return (kind, len(ids) // LENGTH_BUCKET), item
+
+
+class _Batches(beam.DoFn):
+    def __init__(self, batch_size: int):
+        self._batch_size = batch_size
+
+    def process(self, group: tuple[tuple[str, int], Iterable]) -> Iterator[list]:
+        items = sorted(group[1], key=lambda item: (len(item[1]), item[0]))
+        for start in range(0, len(items), self._batch_size):
+            yield items[start : start + self._batch_size]
+
+
+class _LoadedModels:
+    """The SavedModels of one worker process (weak-referenceable, for beam's shared.Shared)."""
+
+    def __init__(self, model_dirs: Sequence[str]):
+        import tensorflow_text  # noqa: F401  (registers the tokenizer ops the graph holds)
+
+        self.models = [tf.saved_model.load(d) for d in model_dirs]
+
+
+class _Embed(beam.DoFn):
+    """A batch of one kind of text -> (text key, (vector of model 1, ...)). The models are
+    loaded once per worker process (shared.Shared), not per DoFn instance or bundle."""
+
+    def __init__(self, model_dirs: Sequence[str], handle: shared.Shared):
+        self._model_dirs = list(model_dirs)
+        self._handle = handle
+        self._loaded: _LoadedModels | None = None
+        self._texts = beam.metrics.Metrics.counter("rankpipe", "texts_embedded")
+
+    def setup(self) -> None:
+        key = hashlib.sha256("\n".join(self._model_dirs).encode()).hexdigest()
+        self._loaded = self._handle.acquire(lambda: _LoadedModels(self._model_dirs), tag=key)
+
+    def process(self, batch: list) -> Iterator[tuple[Text, tuple[np.ndarray, ...]]]:
+        kind = batch[0][0][0]
+        signature = EMBED_QUERY_SIGNATURE if kind == "q" else EMBED_DOC_SIGNATURE
+        ids = np.zeros([len(batch), max(1, max(len(t) for _, t in batch))], np.int64)
+        for row, (_, tokens) in enumerate(batch):
+            ids[row, : len(tokens)] = tokens
+        vectors = [
+            m.signatures[signature](ids=tf.constant(ids))[EMBED_OUTPUT].numpy()
+            for m in self._loaded.models
+        ]
+        self._texts.inc(len(batch))
+        for row, (key, _) in enumerate(batch):
+            yield key, tuple(v[row] for v in vectors)
+
+
+def _by_document(joined: tuple[str, dict]) -> Iterator[tuple[str, tuple]]:
+    qid, parts = joined
+    (vectors,) = parts["vectors"]  # every query of a pair was embedded
+    for docid in parts["docids"]:
+        yield docid, (qid, vectors)
+
+
+class _DotProducts(beam.DoFn):
+    def __init__(self):
+        self._pairs = beam.metrics.Metrics.counter("rankpipe", "pairs_scored")
+
+    def process(self, joined: tuple[str, dict]) -> Iterator[Scored]:
+        docid, parts = joined
+        (doc_vectors,) = parts["vectors"]
+        for qid, query_vectors in parts["queries"]:
+            self._pairs.inc()
+            yield (
+                qid,
+                docid,
+                tuple(
+                    float(np.dot(q.astype(np.float64), d.astype(np.float64)))
+                    for q, d in zip(query_vectors, doc_vectors, strict=True)
+                ),
+            )
+
+
+class EmbedAndScore(beam.PTransform):
+    """Serialized eval examples -> (qid, docid, (score of model 1, ...)) for dual encoders:
+    each distinct query and document embedded once per model, pairs scored by dot product
+    (the models' embeddings are L2-normalised, so this is their cosine, their pair score)."""
+
+    def __init__(self, model_dirs: Sequence[str], batch_size: int = 256):
+        super().__init__()
+        if not model_dirs:
+            raise ValueError("EmbedAndScore needs at least one model")
+        self._model_dirs = list(model_dirs)
+        self._batch_size = batch_size
+
+    def expand(self, serialized_examples: beam.PCollection) -> beam.PCollection:
+        pairs = serialized_examples | "Parse" >> beam.Map(example_pair)
+        vectors = (
+            pairs
+            | "Texts" >> beam.FlatMap(_texts)
+            | "Distinct" >> beam.CombinePerKey(_one_text)
+            | "Bucket" >> beam.Map(_bucket)
+            | "GroupByLength" >> beam.GroupByKey()
+            | "Batch" >> beam.ParDo(_Batches(self._batch_size))
+            | "Embed" >> beam.ParDo(_Embed(self._model_dirs, shared.Shared()))
+        )
+        query_vectors = (
+            vectors
+            | "Queries" >> beam.Filter(lambda kv: kv[0][0] == "q")
+            | "ByQid" >> beam.Map(lambda kv: (kv[0][1], kv[1]))
+        )
+        doc_vectors = (
+            vectors
+            | "Documents" >> beam.Filter(lambda kv: kv[0][0] == "d")
+            | "ByDocid" >> beam.Map(lambda kv: (kv[0][1], kv[1]))
+        )
+        docids = pairs | "DocidsByQid" >> beam.Map(lambda p: (p[0], p[1]))
+        queries_by_doc = (
+            {"vectors": query_vectors, "docids": docids}
+            | "JoinQueries" >> beam.CoGroupByKey()
+            | "ByDocument" >> beam.FlatMap(_by_document)
+        )
+        return (
+            {"vectors": doc_vectors, "queries": queries_by_doc}
+            | "JoinDocuments" >> beam.CoGroupByKey()
+            | "DotProducts" >> beam.ParDo(_DotProducts())
+        )
+
+
+def read_scores(pattern: str) -> list[Scored]:
+    """The (qid, docid, scores) JSON lines a scoring pass wrote."""
+    rows = []
+    for path in sorted(tf.io.gfile.glob(pattern)):
+        with tf.io.gfile.GFile(path) as f:
+            rows.extend((qid, docid, tuple(s)) for qid, docid, s in map(json.loads, f))
+    return rows
+
+
+# How a model was scored (metrics.json "scoring").
+EMBED_ONCE, PER_PAIR = "embed_once", "per_pair"
+
+
+def score_split(
+    make_pipeline: Callable[[], beam.Pipeline],
+    split_uri: str,
+    models: dict[str, str],
+    batch_size: int,
+    scores_prefix: str,
+    embed: bool = True,
+) -> tuple[dict[str, dict[str, dict[str, float]]], dict[str, str]]:
+    """Every candidate of a split scored by every model in one Beam pipeline that reads the
+    examples once: the models that `embeds` by EmbedAndScore (unless embed=False), the others
+    by ScoreExamples. Returns ({name: run}, {name: EMBED_ONCE or PER_PAIR})."""
+    how = {n: EMBED_ONCE if embed and embeds(d) else PER_PAIR for n, d in models.items()}
+    groups = {
+        label: [n for n in models if how[n] == label]
+        for label in (EMBED_ONCE, PER_PAIR)
+        if label in how.values()
+    }
+    transforms = {EMBED_ONCE: EmbedAndScore, PER_PAIR: ScoreExamples}
+    with make_pipeline() as p:
+        examples = p | "ReadExamples" >> beam.io.ReadFromTFRecord(
+            io_utils.all_files_pattern(split_uri),
+            compression_type=beam.io.filesystem.CompressionTypes.GZIP,
+        )
+        for label, names in groups.items():
+            _ = (
+                examples
+                | f"Score-{label}" >> transforms[label]([models[n] for n in names], batch_size)
+                | f"ToJson-{label}" >> beam.Map(json.dumps)
+                | f"WriteScores-{label}"
+                >> beam.io.WriteToText(f"{scores_prefix}-{label}", file_name_suffix=".jsonl")
+            )
+    runs: dict[str, dict[str, dict[str, float]]] = {}
+    for label, names in groups.items():
+        runs.update(to_runs(read_scores(f"{scores_prefix}-{label}*.jsonl"), names))
+    return {n: runs[n] for n in models}, how

@@ -3,6 +3,7 @@
 import json
 import os
 
+import apache_beam as beam
 import bert_testdata
 import numpy as np
 import pytest
@@ -10,8 +11,9 @@ import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the ops the exported tokenizer graph uses)
 import tfx.v1 as tfx
 import trainer_testdata
+from apache_beam.metrics.metric import MetricsFilter
 
-from components.ranking_evaluator import trec_eval
+from components.ranking_evaluator import scoring, trec_eval
 from trainer_module import fusion, losses, validation
 from trainer_module.models import build_model, hf_checkpoint
 from trainer_module.run_fn import read_vocab, run_fn
@@ -156,6 +158,9 @@ def test_zero_shot_export_equals_numpy_mean_pooled_cosine(
 ):
     args, result = zero_shot
     assert result.steps == 0 and result.final_metric is not None
+    parts = ("setup", "train", "dev_scoring", "fusion", "export")
+    assert set(result.seconds) == {*parts, "total"}
+    assert sum(result.seconds[p] for p in parts) <= result.seconds["total"]
     loaded = tf.saved_model.load(args.serving_model_dir)
     got = (
         loaded.signatures["serving_default"](
@@ -269,3 +274,106 @@ def test_embedded_dev_scoring_equals_pairwise_scoring(
     assert fast.run.keys() == slow.run.keys()
     for qid, docs in slow.run.items():
         assert fast.run[qid] == pytest.approx(docs, abs=1e-5)
+
+
+def _shared_document_examples(transform_graph: str, directory: str) -> dict:
+    """A test split where every query retrieved the same documents (as BM25 candidates of
+    different queries overlap), one empty, some longer than MAX_D, in shards of mixed order."""
+    queries = {"qa": "w01 w02", "qb": "w03 w04 w05 w06 w07 w08 w09 w10 w11 w12", "qc": "w01"}
+    docs = {
+        f"d{i}": " ".join(f"w{(i * 7 + j) % 60:02d}" for j in range(3 + 4 * i)) for i in range(5)
+    }
+    docs["empty"] = ""
+    ids = trainer_testdata.tokenize(transform_graph, [*queries.values(), *docs.values()])
+    q_ids, d_ids = dict(zip(queries, ids)), dict(zip(docs, ids[len(queries) :]))
+    records = [
+        trainer_testdata.group_example(q, q_ids[q], [d], [d_ids[d]], [1.0], [1])
+        for q in queries
+        for d in docs
+    ]
+    trainer_testdata._write_shards(os.path.join(directory, "Split-test"), records, 3)
+    return {"texts": len(queries) + len(docs), "pairs": len(records), "records": records}
+
+
+def _old_export(model_dir: str, directory: str) -> str:
+    """The model re-saved with the pair signatures only, as exports before embed_* were."""
+    loaded = tf.saved_model.load(model_dir)
+    old = ("serving_default", "score_examples", "rank_candidates")
+    tf.saved_model.save(loaded, directory, signatures={k: loaded.signatures[k] for k in old})
+    return directory
+
+
+def test_evaluator_embeds_each_text_once_and_scores_as_per_pair(
+    zero_shot, transform_graph, tmp_path
+):
+    """The RankingEvaluator's dual-encoder path (scoring.score_split, as the executor calls it):
+    each distinct text embedded once, every pair's score the per-pair signature's to 1e-5, in
+    the same pass as a model without the embedding signatures (scored per pair)."""
+    args, _ = zero_shot
+    data = _shared_document_examples(transform_graph, str(tmp_path / "examples"))
+    split_uri = str(tmp_path / "examples" / "Split-test")
+    dual = args.serving_model_dir
+    assert scoring.embeds(dual)
+    old = _old_export(dual, str(tmp_path / "old_model"))
+    assert not scoring.embeds(old)
+
+    # Reference: the score_examples signature on each example directly (no Beam).
+    loaded = tf.saved_model.load(dual)
+    want = loaded.signatures["score_examples"](examples=tf.constant(data["records"]))["score"]
+    reference: dict = {}
+    for record, score in zip(data["records"], want.numpy()):
+        qid, docid = scoring.example_key(record)
+        reference.setdefault(qid, {})[docid] = float(score)
+
+    models = {"candidate": dual, "baseline": old, "again": dual}
+    runs, how = scoring.score_split(
+        beam.Pipeline, split_uri, models, batch_size=4, scores_prefix=str(tmp_path / "s" / "p")
+    )
+    assert how == {"candidate": "embed_once", "baseline": "per_pair", "again": "embed_once"}
+    per_pair, how_pp = scoring.score_split(
+        beam.Pipeline, split_uri, {"candidate": dual}, 4, str(tmp_path / "pp" / "p"), embed=False
+    )
+    assert how_pp == {"candidate": "per_pair"}
+    for run in (runs["candidate"], runs["baseline"], runs["again"], per_pair["candidate"]):
+        assert run.keys() == reference.keys()
+        for qid, docs in reference.items():
+            assert run[qid].keys() == docs.keys()
+            np.testing.assert_allclose(
+                [run[qid][d] for d in docs], list(docs.values()), rtol=0, atol=1e-5
+            )
+
+    # Each distinct text is embedded once per model, whatever the number of pairs.
+    p = beam.Pipeline()
+    _ = (
+        p
+        | beam.Create(data["records"])
+        | scoring.EmbedAndScore([dual, dual], batch_size=2)
+        | beam.Map(lambda row: row)
+    )
+    result = p.run()
+    result.wait_until_finish()
+    counters = {
+        c.key.metric.name: c.committed
+        for c in result.metrics().query(MetricsFilter().with_namespace("rankpipe"))["counters"]
+    }
+    assert counters == {"texts_embedded": data["texts"], "pairs_scored": data["pairs"]}
+
+
+def test_embedding_signatures_match_the_pair_signatures(zero_shot, transform_graph):
+    args, _ = zero_shot
+    loaded = tf.saved_model.load(args.serving_model_dir)
+    texts = QUERIES + DOCS
+    from_text = loaded.signatures["embed_texts"](text=tf.constant(texts))["embedding"].numpy()
+    np.testing.assert_allclose(np.linalg.norm(from_text, axis=1), 1.0, atol=1e-5)
+    ids = trainer_testdata.tokenize(transform_graph, texts)
+    padded = tf.constant([x + [0] * (20 - len(x)) for x in ids], tf.int64)
+    doc_vectors = loaded.signatures["embed_doc_ids"](ids=padded)["embedding"].numpy()
+    np.testing.assert_allclose(from_text, doc_vectors, atol=1e-5)
+    query_vectors = loaded.signatures["embed_query_ids"](ids=padded)["embedding"].numpy()
+    pair = loaded.signatures["serving_default"](
+        query=tf.constant(texts), document=tf.constant(texts[::-1])
+    )["score"].numpy()
+    np.testing.assert_allclose((query_vectors * doc_vectors[::-1]).sum(axis=1), pair, atol=1e-5)
+    # The query signature truncates at the query length: a long text differs from embed_texts.
+    long = [i for i, x in enumerate(ids) if len(x) > trainer_testdata.MAX_Q]
+    assert not long or not np.allclose(query_vectors[long], doc_vectors[long], atol=1e-3)
