@@ -1,6 +1,6 @@
 # The two commands of the README. Both set everything up first (scripts/setup.sh is a no-op
 # when .venv already matches requirements.lock).
-.PHONY: setup setup-system demo test lint lock lock-gpu image image-gpu image-test bench bench-metrics bench-evaluator bench-datagen bench-trainer bench-kfp bench-quality bench-speed pretrained
+.PHONY: setup setup-system demo test lint lock lock-gpu image image-gpu image-test bench bench-metrics bench-evaluator bench-datagen bench-trainer bench-kfp bench-quality bench-speed pretrained mutations
 
 setup:
 	@./scripts/setup.sh
@@ -83,6 +83,11 @@ bench-quality: pretrained
 # side in one run (docs/speed.md; real all-MiniLM-L6-v2 checkpoint; about 15 minutes on 2 cores).
 bench-speed: pretrained
 	.venv/bin/python tests/benchmarks/bench_speed.py
+
+# Each README promise broken on purpose (tests/mutations.py): its tests must go red
+# (docs/testing.md; not in CI: about 25 minutes on 2 cores). NAMES="fusion-alpha-ignored ..." for some.
+mutations: setup
+	.venv/bin/python scripts/run_mutations.py $(NAMES)
 
 # The demo pipeline through the local KFP v2 backend vs LocalDagRunner (docs/kubeflow.md).
 bench-kfp: setup

