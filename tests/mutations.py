@@ -177,4 +177,28 @@ MUTATIONS: tuple[Mutation, ...] = (
         replace='        r"checkpoint_dirX",\n',
         tests=("tests/pipelines/test_console.py",),
     ),
+    Mutation(
+        name="randomization-one-sided",
+        promise="the randomization test's p-value is two-sided (|mean| of sign flips)",
+        file="components/ranking_evaluator/significance.py",
+        find="hits += int(np.count_nonzero(np.abs(signs @ diff) / n >= threshold))",
+        replace="hits += int(np.count_nonzero((signs @ diff) / n >= threshold))",
+        tests=("tests/components/ranking_evaluator/test_significance.py",),
+    ),
+    Mutation(
+        name="anomalies-pass-the-gate",
+        promise="any schema anomaly stops the run",
+        file="components/example_gate.py",
+        find="    if problems:\n        raise ExampleAnomaliesError(",
+        replace="    if problems and False:\n        raise ExampleAnomaliesError(",
+        tests=("tests/components/test_example_gate.py",),
+    ),
+    Mutation(
+        name="config-error-exit-1",
+        promise="a config error exits with 2 before any component runs",
+        file="pipelines/cli.py",
+        find="        print(_config_error_block(str(e)), file=sys.stderr)\n        return 2",
+        replace="        print(_config_error_block(str(e)), file=sys.stderr)\n        return 1",
+        tests=("tests/pipelines/test_cli.py::test_config_error_is_a_short_block_with_exit_2",),
+    ),
 )
