@@ -31,9 +31,9 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))
 
-from tests.mutations import MUTATIONS, Mutation, apply  # noqa: E402
+from mutations import MUTATIONS, Mutation, apply  # noqa: E402
 
 _FAILURE_LINE = re.compile(r"^(E\s+.+|FAILED .+|ERROR .+)$", re.M)
 

@@ -7,8 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from tests.mutations import MUTATIONS, Mutation, apply
+from mutations import MUTATIONS, Mutation, apply
 
 REPO = Path(__file__).resolve().parent.parent
 
