@@ -84,37 +84,37 @@ def expand_paths(pattern: str) -> list[str]:
     return paths
 
 
-def _read_located(
-    kind: str, fmt: str, pattern: str, report: BadRecordReport
-) -> Iterator[tuple[Location, Any]]:
+def _read_first_copies(
+    kind: str, fmt: str, pattern: str, report: BadRecordReport, where: dict[Any, Location]
+) -> Iterator[Any]:
+    """The good records of the files matching ``pattern``, in file order, each located in
+    ``where`` under its reader key (qid, or the (qid, docid) pair). A key already located in an
+    earlier file is a duplicate naming the first copy, which is kept (the reader checks one
+    file)."""
     reader = readers.get_reader(kind, fmt)
     for path in expand_paths(pattern):
         for item in reader.read_with_lines(path):
             if isinstance(item, BadRecord):
                 report.add(kind, item)
-            else:
-                yield Location(path, item[0]), item[1]
+                continue
+            line, record = item
+            key = reader.key(record)
+            first = where.get(key)
+            if first is not None:
+                problem = (
+                    f"duplicate {reader.describe_key(record)} (first seen at "
+                    f"{first.path}:{first.line})"
+                )
+                report.add(kind, BadRecord(path, line, problem))
+                continue
+            where[key] = Location(path, line)
+            yield record
 
 
 def read_queries(pattern: str, fmt: str, report: BadRecordReport) -> dict[str, str]:
     """qid -> text. A qid repeated in another file is a duplicate (the reader checks one file)."""
-    queries: dict[str, str] = {}
     where: dict[str, Location] = {}
-    for loc, q in _read_located(readers.QUERIES, fmt, pattern, report):
-        if q.qid in where:
-            first = where[q.qid]
-            report.add(
-                readers.QUERIES,
-                BadRecord(
-                    loc.path,
-                    loc.line,
-                    f"duplicate qid {q.qid!r} (first seen at {first.path}:{first.line})",
-                ),
-            )
-            continue
-        queries[q.qid] = q.text
-        where[q.qid] = loc
-    return queries
+    return {q.qid: q.text for q in _read_first_copies(readers.QUERIES, fmt, pattern, report, where)}
 
 
 class Judgments(NamedTuple):
@@ -127,22 +127,8 @@ class Judgments(NamedTuple):
 def read_qrels(pattern: str, fmt: str, report: BadRecordReport) -> Judgments:
     qrels: dict[str, dict[str, int]] = {}
     where: dict[tuple[str, str], Location] = {}
-    for loc, j in _read_located(readers.QRELS, fmt, pattern, report):
-        key = (j.qid, j.docid)
-        if key in where:
-            first = where[key]
-            report.add(
-                readers.QRELS,
-                BadRecord(
-                    loc.path,
-                    loc.line,
-                    f"duplicate pair qid {j.qid!r} docid {j.docid!r} (first seen at "
-                    f"{first.path}:{first.line})",
-                ),
-            )
-            continue
+    for j in _read_first_copies(readers.QRELS, fmt, pattern, report, where):
         qrels.setdefault(j.qid, {})[j.docid] = j.relevance
-        where[key] = loc
     return Judgments(qrels, where)
 
 
@@ -156,22 +142,8 @@ class Run(NamedTuple):
 def read_run(pattern: str, report: BadRecordReport) -> Run:
     scores: dict[str, dict[str, float]] = {}
     where: dict[tuple[str, str], Location] = {}
-    for loc, entry in _read_located(readers.RUN, "trec_run", pattern, report):
-        key = (entry.qid, entry.docid)
-        if key in where:
-            first = where[key]
-            report.add(
-                readers.RUN,
-                BadRecord(
-                    loc.path,
-                    loc.line,
-                    f"duplicate pair qid {entry.qid!r} docid {entry.docid!r} (first seen at "
-                    f"{first.path}:{first.line})",
-                ),
-            )
-            continue
+    for entry in _read_first_copies(readers.RUN, "trec_run", pattern, report, where):
         scores.setdefault(entry.qid, {})[entry.docid] = entry.score
-        where[key] = loc
     return Run(scores, where)
 
 

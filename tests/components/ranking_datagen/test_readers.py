@@ -14,6 +14,7 @@ import pytest
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
+from readers_testlib import check_qrels_against, cranfield_query_numbers
 
 from components.ranking_datagen.readers import (
     BAD_RECORDS_TAG,
@@ -38,8 +39,6 @@ from components.ranking_datagen.readers import (
     TrecRun,
     TrecSgmlDocuments,
     TrecTopics,
-    check_qrels_against,
-    cranfield_query_numbers,
     get_reader,
 )
 
