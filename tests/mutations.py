@@ -103,7 +103,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         name="reader-drops-last-line",
         promise="readers keep every line, the last one without a newline too",
-        file="components/ranking_datagen/readers.py",
+        file="components/ranking_datagen/readers/base.py",
         find="    if pending:\n        yield pending\n",
         replace="",
         tests=("tests/components/ranking_datagen/test_readers.py",),
