@@ -49,7 +49,7 @@ class ComponentRow:
     args: Callable[[Wiring], dict[str, Any]]  # constructor arguments
     display_name: str  # the KFP UI's name (runner.kubeflow.display_names)
     after: tuple[str, ...] = ()  # ids it runs after without consuming their outputs
-    key_figure: figures.Figure | None = None  # on its console line when it finishes
+    key_figure: figures.KeyFigure | None = None  # on its console line when it finishes
     artifact_types: dict[str, str] = field(default_factory=dict)  # title -> class path
 
 
@@ -117,7 +117,7 @@ COMPONENTS: tuple[ComponentRow, ...] = (
         "components.ranking_datagen.component.RankingDataGen",
         _datagen,
         "Generate ranking data",
-        key_figure=figures.datagen_key_figure,
+        key_figure=figures.DATAGEN,
         artifact_types={
             "rankpipe.Qrels": "components.artifacts.Qrels",
             "rankpipe.TrecRun": "components.artifacts.TrecRun",
@@ -159,14 +159,14 @@ COMPONENTS: tuple[ComponentRow, ...] = (
         _trainer,
         "Train reranker",
         after=("ExampleGate",),
-        key_figure=figures.trainer_key_figure,
+        key_figure=figures.TRAINER,
     ),
     ComponentRow(
         "RankingEvaluator",
         "components.ranking_evaluator.component.RankingEvaluator",
         _evaluator,
         "Evaluate and bless",
-        key_figure=figures.evaluator_key_figure,
+        key_figure=figures.EVALUATOR,
         artifact_types={
             "system.HTML": "components.ranking_evaluator.component.HtmlReport",
             "system.Markdown": "components.ranking_evaluator.component.MarkdownReport",
@@ -178,7 +178,7 @@ COMPONENTS: tuple[ComponentRow, ...] = (
         "components.ranking_pusher.component.RankingPusher",
         _pusher,
         "Push model",
-        key_figure=figures.pusher_key_figure,
+        key_figure=figures.PUSHER,
     ),
 )
 

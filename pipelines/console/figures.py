@@ -2,9 +2,10 @@
 the run's MLMD store.
 
 Which figure a component gets is its row's `key_figure` in pipelines/component_table.py (one of
-the functions below, given the component's output artifacts by type name), so adding a
-component does not touch the console. Nothing heavy is imported here: the table imports this
-module, and the KFP entrypoint imports the table in every task's container.
+the KeyFigures at the end: an output artifact type and how to read the figure from that
+artifact), so adding a component does not touch the console. Nothing heavy is imported here:
+the table imports this module, and the KFP entrypoint imports the table in every task's
+container.
 """
 
 from __future__ import annotations
@@ -12,12 +13,18 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from pipelines.mlmd_read import output_artifacts, prop
 
-# A component's output artifacts (MLMD Artifact protos) by type name -> the figure.
-Figure = Callable[[dict[str, Any]], str]
+
+@dataclass(frozen=True)
+class KeyFigure:
+    """A component's key figure: read from its output artifact of type `artifact_type`."""
+
+    artifact_type: str
+    read: Callable[[Any], str]  # that MLMD Artifact -> the figure
 
 
 def _read_json(path: str) -> dict:
@@ -27,21 +34,14 @@ def _read_json(path: str) -> dict:
         return json.load(f)
 
 
-def key_figure(store: Any, execution_id: int, figure: Figure | None) -> str:
-    """`figure` applied to the outputs of the execution ("" without a figure or outputs)."""
+def key_figure(store: Any, execution_id: int, figure: KeyFigure | None) -> str:
+    """`figure` of the execution's outputs ("" without a figure or such an output)."""
     if figure is None:
         return ""
     artifacts, types = output_artifacts(store, [execution_id])
     by_type = {types[a.type_id]: a for a in artifacts}
-    return figure(by_type) if by_type else ""
-
-
-def datagen_key_figure(outputs: dict) -> str:
-    if "rankpipe.DatagenSummary" not in outputs:
-        return ""
-    return datagen_figure(
-        _read_json(os.path.join(outputs["rankpipe.DatagenSummary"].uri, "summary.json"))
-    )
+    artifact = by_type.get(figure.artifact_type)
+    return figure.read(artifact) if artifact is not None else ""
 
 
 def datagen_figure(summary: dict) -> str:
@@ -53,10 +53,8 @@ def datagen_figure(summary: dict) -> str:
     return text + (f"; {bad:,} bad records skipped)" if bad else ")")
 
 
-def trainer_key_figure(outputs: dict) -> str:
-    if "ModelRun" not in outputs:
-        return ""
-    r = _read_json(os.path.join(outputs["ModelRun"].uri, "train_results.json"))
+def _trainer_figure(model_run: Any) -> str:
+    r = _read_json(os.path.join(model_run.uri, "train_results.json"))
     if r.get("final_metric") is None:
         return f"{r['steps']} steps"
     return (
@@ -65,22 +63,25 @@ def trainer_key_figure(outputs: dict) -> str:
     )
 
 
-def evaluator_key_figure(outputs: dict) -> str:
-    if "ModelEvaluation" not in outputs:
-        return ""
-    ev = outputs["ModelEvaluation"]
-    main = prop(ev, "main_metric")
-    verdict = "BLESSED" if prop(ev, "blessed") == 1 else "NOT BLESSED"
+def _evaluator_figure(evaluation: Any) -> str:
+    main = prop(evaluation, "main_metric")
+    verdict = "BLESSED" if prop(evaluation, "blessed") == 1 else "NOT BLESSED"
     return (
-        f"{main} {prop(ev, f'candidate_{main}'):.4f} vs first stage "
-        f"{prop(ev, f'first_stage_{main}'):.4f}: {verdict}"
+        f"{main} {prop(evaluation, f'candidate_{main}'):.4f} vs first stage "
+        f"{prop(evaluation, f'first_stage_{main}'):.4f}: {verdict}"
     )
 
 
-def pusher_key_figure(outputs: dict) -> str:
-    if "PushedModel" not in outputs:
-        return ""
-    pushed = outputs["PushedModel"]
+def _pusher_figure(pushed: Any) -> str:
     if prop(pushed, "pushed") == 1:
         return f"pushed version {prop(pushed, 'pushed_version')}"
     return "not pushed (model not blessed)"
+
+
+DATAGEN = KeyFigure(
+    "rankpipe.DatagenSummary",
+    lambda summary: datagen_figure(_read_json(os.path.join(summary.uri, "summary.json"))),
+)
+TRAINER = KeyFigure("ModelRun", _trainer_figure)
+EVALUATOR = KeyFigure("ModelEvaluation", _evaluator_figure)
+PUSHER = KeyFigure("PushedModel", _pusher_figure)
