@@ -44,6 +44,8 @@ class Wiring:
 
 @dataclass(frozen=True)
 class ComponentRow:
+    """One component of the pipeline (see the module docstring)."""
+
     id: str
     component_class: str  # import path, e.g. "components.example_gate.ExampleGate"
     args: Callable[[Wiring], dict[str, Any]]  # constructor arguments

@@ -51,7 +51,6 @@ enforced. Written by hand because no tool runs a TFX
 spec this way: kfp 2.5's `kfp.local` runs single components only, and later versions' pipeline
 support needs a protobuf 4 stack and rewrites TFX artifacts as `dsl.Artifact`s.
 
-
 Not shipped: this is a test double, kept in the test tree (outside the packages deploy/Dockerfile
 copies) and imported as `kfp_local` with tests/ on sys.path (pytest puts it there for
 tests/conftest.py; tests/benchmarks/bench_kfp.py and tests/image insert it). One module per part

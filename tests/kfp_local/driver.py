@@ -22,6 +22,9 @@ from pipelines import kfp_entrypoint
 
 
 class Driver:
+    """The driver's half of a task: inputs resolved from the producers' recorded outputs, outputs
+    provisioned under the pipeline root, and the cache lookup before the launcher runs."""
+
     def _drive(
         self,
         spec: pb.PipelineSpec,

@@ -27,6 +27,9 @@ from pipelines import kfp_entrypoint
 
 
 class Launcher:
+    """The launcher's half of a task, in a fresh pod: download inputs, run the command, merge the
+    ExecutorOutput into the provisioned outputs, upload them, record them (backend.py)."""
+
     # ---- the object store ----------------------------------------------------------------
     def store_path(self, uri: str) -> Path:
         """Where the simulated object store keeps the objects under `uri`."""
