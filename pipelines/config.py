@@ -271,17 +271,9 @@ class BeamConfig:
         ]
 
 
-# The pipeline's component ids (pipelines/pipeline.py), the keys of runner.kubeflow.components.
-COMPONENT_IDS = (
-    "RankingDataGen",
-    "StatisticsGen",
-    "ImportSchemaGen",
-    "ExampleValidator",
-    "ExampleGate",
-    "Trainer",
-    "RankingEvaluator",
-    "Pusher",
-)
+# The pipeline's component ids, the keys of runner.kubeflow.components: the ids of the rows of
+# pipelines/component_table.py, the one list of them.
+from pipelines.component_table import COMPONENT_IDS  # noqa: E402
 
 
 @dataclass

@@ -61,17 +61,10 @@ from collections.abc import Sequence  # noqa: E402
 from google.protobuf import json_format  # noqa: E402
 from kfp.pipeline_spec import pipeline_spec_pb2  # noqa: E402
 
-# Schema title -> class path of rankpipe's artifact types (the TYPE_NAME of each class;
-# tests/pipelines/test_kfp_entrypoint.py checks that every path imports to a class of that name).
-ARTIFACT_TYPES = {
-    "rankpipe.Qrels": "components.artifacts.Qrels",
-    "rankpipe.TrecRun": "components.artifacts.TrecRun",
-    "rankpipe.Vocabulary": "components.artifacts.Vocabulary",
-    "rankpipe.DatagenSummary": "components.artifacts.DatagenSummary",
-    "system.HTML": "components.ranking_evaluator.component.HtmlReport",
-    "system.Markdown": "components.ranking_evaluator.component.MarkdownReport",
-    "system.Metrics": "components.ranking_evaluator.component.ScalarMetrics",
-}
+# Schema title -> class path of rankpipe's artifact types, from the rows of the components that
+# introduce them (tests/pipelines/test_kfp_entrypoint.py checks that every path imports to a
+# class of that TYPE_NAME). The table imports no TFX: this runs before TFX's imports.
+from pipelines.component_table import ARTIFACT_TYPES  # noqa: E402
 
 # backend/src/v2/component/launcher_v2.go LocalPathForURI: scheme -> local mount directory.
 LOCAL_MOUNTS = {"gs://": "gcs", "minio://": "minio", "s3://": "s3"}

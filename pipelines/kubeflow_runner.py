@@ -42,6 +42,7 @@ from kfp.pipeline_spec import pipeline_spec_pb2
 from tfx import v1 as tfx
 
 from components.file_io import write_text_atomic
+from pipelines import component_table
 from pipelines.config import PATH_DEFAULTS, REPO_ROOT, KubeflowComponentConfig, PipelineConfig
 from pipelines.config_loader import ConfigError
 from pipelines.pipeline import SCHEMA_FILE, create_pipeline
@@ -60,19 +61,11 @@ VERTEX_SCHEMES = ("gs://",)
 # TensorFlow's filesystems in the image, where tf.io.gfile has gs:// built in; s3:// and minio://
 # would need tensorflow-io, which is not installed ("File system scheme 's3' not implemented").
 COMPONENT_SCHEMES = ("gs://",)
-# What the KFP UI shows for each component with runner.kubeflow.display_names true, unless
-# runner.kubeflow.components.<id>.display_name says otherwise. Off by default: KFP 2.0 to 2.5
-# resolve inputs by the name in taskInfo.name (pipelines/config.py KubeflowConfig).
-DISPLAY_NAMES = {
-    "RankingDataGen": "Generate ranking data",
-    "StatisticsGen": "Compute statistics",
-    "ImportSchemaGen": "Import schema",
-    "ExampleValidator": "Validate examples",
-    "ExampleGate": "Stop on anomalies",
-    "Trainer": "Train reranker",
-    "RankingEvaluator": "Evaluate and bless",
-    "Pusher": "Push model",
-}
+# What the KFP UI shows for each component (its row in pipelines/component_table.py) with
+# runner.kubeflow.display_names true, unless runner.kubeflow.components.<id>.display_name says
+# otherwise. Off by default: KFP 2.0 to 2.5 resolve inputs by the name in taskInfo.name
+# (pipelines/config.py KubeflowConfig).
+DISPLAY_NAMES = component_table.DISPLAY_NAMES
 # KFP's pipeline name rule (backend/src/apiserver/template/v2_template.go), anchored.
 _PIPELINE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 

@@ -5,7 +5,7 @@ Also a TFX CLI DSL file:
   tfx run create --engine local --pipeline_name <runner.pipeline_name>
 The config comes from $RANKPIPE_CONFIG (a path or a name in pipelines/configs/; default: demo),
 with overrides from $RANKPIPE_SET (space-separated key=value pairs). `tfx run create` shows the
-same console as `rankpipe run` (pipelines/console.py: a line per component, the full log in a
+same console as `rankpipe run` (pipelines/console/: a line per component, the full log in a
 file under the pipeline root, a short error block and exit 1 on failure); RANKPIPE_VERBOSE=1
 puts every log line on the console instead.
 """

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from ml_metadata import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
+from pipelines.mlmd_read import open_readonly, output_artifacts, prop
+
 FAILED_STATES = (metadata_store_pb2.Execution.FAILED,)
 
 
@@ -58,22 +60,12 @@ HEADER = ["when", "collection", "model", "main metric vs first stage", "verdict"
 def open_store(path: str) -> metadata_store.MetadataStore:
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path}: no MLMD store (has this pipeline run here?)")
-    config = metadata_store_pb2.ConnectionConfig()
-    config.sqlite.filename_uri = path
-    config.sqlite.connection_mode = metadata_store_pb2.SqliteMetadataSourceConfig.READONLY
-    return metadata_store.MetadataStore(config)
-
-
-def _prop(item, name: str):
-    value = item.custom_properties.get(name)
-    if value is None:
-        return None
-    return getattr(value, value.WhichOneof("value"))
+    return open_readonly(path)
 
 
 def _json_prop(execution, name: str) -> dict:
     try:
-        return json.loads(_prop(execution, name) or "{}")
+        return json.loads(prop(execution, name) or "{}")
     except ValueError:
         return {}
 
@@ -95,7 +87,6 @@ def list_runs(store: metadata_store.MetadataStore) -> list[RunRow]:
         type_names = {
             t.id: t.name for t in store.get_execution_types_by_id({e.type_id for e in executions})
         }
-        outputs: list[int] = []
         for execution in executions:
             type_name = type_names.get(execution.type_id, "")
             short = type_name.rsplit(".", 1)[-1]
@@ -107,22 +98,17 @@ def list_runs(store: metadata_store.MetadataStore) -> list[RunRow]:
                 row.collection = _json_prop(execution, "collection").get("name", "-")
             elif short == "Trainer":
                 row.model = _model_label(_json_prop(execution, "custom_config"))
-        events = store.get_events_by_execution_ids([e.id for e in executions])
-        outputs = [e.artifact_id for e in events if e.type == metadata_store_pb2.Event.OUTPUT]
-        artifacts = store.get_artifacts_by_id(outputs) if outputs else []
-        art_types = {
-            t.id: t.name for t in store.get_artifact_types_by_id({a.type_id for a in artifacts})
-        }
+        artifacts, art_types = output_artifacts(store, [e.id for e in executions])
         for artifact in artifacts:
             kind = art_types.get(artifact.type_id)
-            if kind == "ModelEvaluation" and _prop(artifact, "main_metric"):
-                main = _prop(artifact, "main_metric")
+            if kind == "ModelEvaluation" and prop(artifact, "main_metric"):
+                main = prop(artifact, "main_metric")
                 row.main_metric = main
-                row.candidate = _prop(artifact, f"candidate_{main}")
-                row.first_stage = _prop(artifact, f"first_stage_{main}")
-                row.blessed = _prop(artifact, "blessed") == 1
-            elif kind == "PushedModel" and _prop(artifact, "pushed") == 1:
-                row.pushed_version = str(_prop(artifact, "pushed_version"))
+                row.candidate = prop(artifact, f"candidate_{main}")
+                row.first_stage = prop(artifact, f"first_stage_{main}")
+                row.blessed = prop(artifact, "blessed") == 1
+            elif kind == "PushedModel" and prop(artifact, "pushed") == 1:
+                row.pushed_version = str(prop(artifact, "pushed_version"))
         rows.append(row)
     return sorted(rows, key=lambda r: r.started_ms, reverse=True)
 

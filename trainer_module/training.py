@@ -339,7 +339,7 @@ class Controller:
                     " ".join(f"{k}={v:.3g}" for k, v in lrs.items()),
                     rate,
                     eta,
-                    # Structured copy for the console's progress line (pipelines/console.py).
+                    # Structured copy for the console's progress line (pipelines/console/).
                     extra={
                         "rankpipe_progress": {
                             "step": step,

@@ -4,9 +4,9 @@ Run: .venv/bin/python tests/benchmarks/bench_kfp.py [--small] [--set KEY=VALUE .
      (make bench-kfp)
 
 Runs the demo config (with --small: the CI test's budget, tests/pipelines/kfp_testing.py) once
-with LocalDagRunner in one process and once through pipelines/kfp_local_backend.py, where every
-component is a `python -m pipelines.kfp_entrypoint` process of its own, as on a cluster (without
-the pod scheduling and image pull). Prints, per component:
+with LocalDagRunner in one process and once through the local KFP backend (tests/kfp_local/),
+where every component is a `python -m pipelines.kfp_entrypoint` process of its own, as on a
+cluster (without the pod scheduling and image pull). Prints, per component:
   - LocalDagRunner: the execution's time in MLMD (its executor plus TFX's bookkeeping);
   - KFP: the task's wall time (driver + launcher: download, process, upload) split by the
     entrypoint's timing line into imports (interpreter, TF, TFX entrypoint), the executor
@@ -34,11 +34,11 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT))
 sys.path.insert(0, str(REPO_ROOT / "tests" / "pipelines"))
+sys.path.insert(0, str(REPO_ROOT / "tests"))  # kfp_local
 
 import kfp_testing  # noqa: E402
 from bench_common import readonly_store  # noqa: E402
-
-from pipelines.kfp_local_backend import LocalKfpBackend  # noqa: E402
+from kfp_local import LocalKfpBackend  # noqa: E402
 
 TIMING = re.compile(
     r"rankpipe entrypoint timing: imports ([\d.]+)s, executor import ([\d.]+)s, "

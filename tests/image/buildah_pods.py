@@ -1,4 +1,5 @@
-"""Pods that are containers of the built image, for pipelines/kfp_local_backend.py (a test tool).
+"""Pods that are containers of the built image, for tests/kfp_local/ (the local KFP
+backend, a test tool).
 
 `BuildahPods(image)` is a PodFactory: every task of a LocalKfpBackend run gets a fresh container
 of the image (`buildah from`: its own copy of the image's file system, like a pod), which the
@@ -66,7 +67,7 @@ def _owner(user: str) -> tuple[int, int]:
 
 
 class BuildahPod:
-    """One task's container (the Pod protocol of pipelines/kfp_local_backend.py)."""
+    """One task's container (the Pod protocol of tests/kfp_local/pods.py)."""
 
     rebased = False
     seen_root = Path("/")

@@ -1,6 +1,6 @@
 """The compiled pipeline run inside the image we ship (`make image` then `make image-test`).
 
-Every task of the compiled spec runs through pipelines/kfp_local_backend.py (the stand-in for the
+Every task of the compiled spec runs through tests/kfp_local/ (the stand-in for the
 KFP v2 driver and launcher) in a fresh container of the built image (tests/image/buildah_pods.py):
 the image's file system, environment, numeric user and working directory, the spec's own command
 and arguments, and the launcher's real local paths (/minio/...). Nothing of this machine reaches
@@ -25,13 +25,14 @@ import pytest
 
 from pipelines import kubeflow_runner
 from pipelines.config import COMPONENT_IDS, PipelineConfig, load_config
-from pipelines.kfp_local_backend import LocalKfpBackend
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "pipelines"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: kfp_local
 
 import buildah_pods  # noqa: E402
 import kfp_testing  # noqa: E402
+from kfp_local import LocalKfpBackend  # noqa: E402
 
 IMAGE = os.environ.get("RANKPIPE_IMAGE", "localhost/rankpipe:dev")
 PUSH_MOUNT = "/mnt/models"  # the volume every pod shares (a PVC on a cluster)

@@ -1,4 +1,4 @@
-"""The demo pipeline compiled for the local KFP backend (pipelines/kfp_local_backend.py).
+"""The demo pipeline compiled for the local KFP backend (tests/kfp_local/).
 
 Shared by test_kfp_local_backend.py and tests/benchmarks/bench_kfp.py.
 """

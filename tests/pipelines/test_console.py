@@ -1,4 +1,4 @@
-"""pipelines/console.py on its own: the runner's log records become component lines with a key
+"""pipelines/console/ on its own: the runner's log records become component lines with a key
 figure read from a real (SQLite) MLMD store, chatter and child processes' output land in the
 log file, progress lines, and the error descriptions and hints."""
 
@@ -170,7 +170,7 @@ def test_an_unexpected_error_names_where_it_was_raised() -> None:
     except Exception as e:  # noqa: BLE001
         error = e
     name, message, fix = console_lib.describe_error(error)
-    assert name == "IndexError" and "(raised at pipelines/console.py:" in message
+    assert name == "IndexError" and "(raised at pipelines/console/errors.py:" in message
     assert fix is None
     block = console_lib.error_block("Trainer", error, "/x/run.log", verbose=False)
     assert block.splitlines()[0] == "rankpipe: the run FAILED in Trainer."

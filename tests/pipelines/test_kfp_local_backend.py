@@ -1,4 +1,5 @@
-"""pipelines/kfp_local_backend.py, and the compiled demo pipeline run end to end through it.
+"""tests/kfp_local/ (the local KFP backend), and the compiled demo pipeline run end to end
+through it.
 
 The end-to-end test is CI's proof that the compiled spec runs on KFP v2: every task is a
 `python -m pipelines.kfp_entrypoint` process fed the ExecutorInput the backend's driver would
@@ -14,15 +15,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import kfp_local  # tests/kfp_local, tests/ on sys.path (tests/conftest.py)
 import pytest
 import yaml
 from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2 as pb
+from kfp_local import BackendError, LocalKfpBackend
 from tfx import v1 as tfx
 
-from pipelines import kfp_local_backend
 from pipelines.config import COMPONENT_IDS
-from pipelines.kfp_local_backend import BackendError, LocalKfpBackend
 from pipelines.pipeline import SCHEMA_FILE
 
 # ---- refusals, as the backend's compiler and driver refuse ------------------------------------
@@ -51,7 +52,7 @@ def _compile_small(tmp_path: Path, spec_2_1: bool, with_resolver: bool) -> pb.Pi
     runner.run(
         tfx.dsl.Pipeline(pipeline_name="small", pipeline_root=str(tmp_path), components=components)
     )
-    return kfp_local_backend.load_spec(tmp_path / "spec.yaml")
+    return kfp_local.load_spec(tmp_path / "spec.yaml")
 
 
 def test_resolver_executors_are_refused(tmp_path: Path) -> None:
@@ -130,10 +131,10 @@ def test_topological_order_uses_dependencies_and_producers() -> None:
         },
         pb.DagSpec(),
     )
-    assert kfp_local_backend.task_order(dag) == ["a", "c", "b", "d"]
+    assert kfp_local.task_order(dag) == ["a", "c", "b", "d"]
     dag.tasks["a"].dependent_tasks.append("d")
     with pytest.raises(BackendError, match="cycle"):
-        kfp_local_backend.task_order(dag)
+        kfp_local.task_order(dag)
 
 
 def _sleep_spec(tasks: dict[str, list[str]], fail: str = "", cache: bool = True) -> pb.PipelineSpec:
@@ -245,7 +246,7 @@ def test_object_store_keeps_files_not_directories(tmp_path: Path) -> None:
 
 
 def test_input_artifacts_come_back_as_from_mlmd() -> None:
-    recorded = kfp_local_backend.Artifact(
+    recorded = kfp_local.Artifact(
         7, "examples", "tfx.Examples", "minio://b/x", {"split_names": "[]", "span": 0.0}
     )
     artifact = LocalKfpBackend._as_input(recorded)
@@ -288,7 +289,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict:
     env = dict(os.environ, RANKPIPE_OUTPUTS=str(work / "outputs"))
     with open(work / "ldr.log", "wb") as log:
         ldr = subprocess.Popen(
-            args, cwd=kfp_local_backend.REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
+            args, cwd=kfp_local.REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
         )
         try:
             backend = LocalKfpBackend(work / "backend", timeout=900)
@@ -317,7 +318,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict:
     }
 
 
-def _metrics(backend: LocalKfpBackend, result: kfp_local_backend.RunResult) -> dict:
+def _metrics(backend: LocalKfpBackend, result: kfp_local.RunResult) -> dict:
     evaluation = result.tasks["RankingEvaluator"].outputs["evaluation"]
     return json.loads((backend.store_path(evaluation.uri) / "metrics.json").read_text())
 

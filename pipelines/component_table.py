@@ -1,0 +1,191 @@
+"""The pipeline's components, one row each: what every part of the pipelines layer reads.
+
+A row holds the component's id (the DAG node id: the keys of runner.kubeflow.components, the
+KFP task names, the names in the console), its class (by import path), how it is wired
+(constructor arguments from the config and the components before it), the name the KFP UI shows
+with runner.kubeflow.display_names, the key figure on its console line, and the artifact types
+it introduces (schema title -> class path, for the KFP entrypoint). Before this table the same
+list lived in five places (create_pipeline, pipelines/config.py COMPONENT_IDS,
+kubeflow_runner.DISPLAY_NAMES, console.key_figure, kfp_entrypoint.ARTIFACT_TYPES); adding a
+component is now its package and a row here.
+
+Light on purpose: pipelines/kfp_entrypoint.py imports this module in every task's container
+before TFX is imported, and pipelines/config.py imports it too. So component classes are import
+paths (imported by pipelines/pipeline.py create_components) and the wiring functions import
+TFX's protos when they are called.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pipelines.console import figures
+
+if TYPE_CHECKING:
+    from pipelines.config import PipelineConfig
+
+RUN_FN = "trainer_module.run_fn.run_fn"
+
+
+@dataclass(frozen=True)
+class Wiring:
+    """What a row's `args` builds its component's constructor arguments from."""
+
+    config: PipelineConfig
+    built: dict[str, Any]  # the components built so far, by id
+    schema_file: str  # where the components read the examples' schema
+
+    def output(self, component_id: str, key: str) -> Any:
+        return self.built[component_id].outputs[key]
+
+
+@dataclass(frozen=True)
+class ComponentRow:
+    """One component of the pipeline (see the module docstring)."""
+
+    id: str
+    component_class: str  # import path, e.g. "components.example_gate.ExampleGate"
+    args: Callable[[Wiring], dict[str, Any]]  # constructor arguments
+    display_name: str  # the KFP UI's name (runner.kubeflow.display_names)
+    after: tuple[str, ...] = ()  # ids it runs after without consuming their outputs
+    key_figure: figures.KeyFigure | None = None  # on its console line when it finishes
+    artifact_types: dict[str, str] = field(default_factory=dict)  # title -> class path
+
+
+def _datagen(w: Wiring) -> dict[str, Any]:
+    return {
+        "collection": dataclasses.asdict(w.config.collection),
+        "datagen": dataclasses.asdict(w.config.datagen),
+    }
+
+
+def _trainer(w: Wiring) -> dict[str, Any]:
+    from tfx import v1 as tfx
+
+    config = w.config
+    return {
+        "run_fn": RUN_FN,
+        "examples": w.output("RankingDataGen", "examples"),
+        "transform_graph": w.output("RankingDataGen", "transform_graph"),
+        "schema": w.output("ImportSchemaGen", "schema"),
+        "train_args": tfx.proto.TrainArgs(splits=["train"], num_steps=config.trainer.train_steps),
+        "eval_args": tfx.proto.EvalArgs(splits=["dev"]),
+        "custom_config": {
+            "trainer": dataclasses.asdict(config.trainer),
+            "max_query_length": config.datagen.max_query_length,
+            "max_doc_length": config.datagen.max_doc_length,
+        },
+    }
+
+
+def _evaluator(w: Wiring) -> dict[str, Any]:
+    return {
+        "examples": w.output("RankingDataGen", "examples"),
+        "model": w.output("Trainer", "model"),
+        "qrels": w.output("RankingDataGen", "qrels"),
+        "first_stage_run": w.output("RankingDataGen", "first_stage_run"),
+        "model_run": w.output("Trainer", "model_run"),  # training curves for the report
+        "evaluator": dataclasses.asdict(w.config.evaluator),
+        "push_destination": w.config.pusher.destination,
+    }
+
+
+def _pusher(w: Wiring) -> dict[str, Any]:
+    from tfx import v1 as tfx
+
+    config = w.config
+    return {
+        "model": w.output("Trainer", "model"),
+        "model_blessing": w.output("RankingEvaluator", "blessing"),
+        "push_destination": tfx.proto.PushDestination(
+            filesystem=tfx.proto.PushDestination.Filesystem(
+                base_directory=config.pusher.destination
+            )
+        ),
+        "evaluation": w.output("RankingEvaluator", "evaluation"),
+        "datagen_summary": w.output("RankingDataGen", "summary"),
+        # Without `source` (the config file's path on the machine that built the pipeline).
+        "model_card_config": {k: v for k, v in dataclasses.asdict(config).items() if k != "source"},
+    }
+
+
+# In pipeline order (each row's inputs come from rows above it).
+COMPONENTS: tuple[ComponentRow, ...] = (
+    ComponentRow(
+        "RankingDataGen",
+        "components.ranking_datagen.component.RankingDataGen",
+        _datagen,
+        "Generate ranking data",
+        key_figure=figures.DATAGEN,
+        artifact_types={
+            "rankpipe.Qrels": "components.artifacts.Qrels",
+            "rankpipe.TrecRun": "components.artifacts.TrecRun",
+            "rankpipe.Vocabulary": "components.artifacts.Vocabulary",
+            "rankpipe.DatagenSummary": "components.artifacts.DatagenSummary",
+        },
+    ),
+    ComponentRow(
+        "StatisticsGen",
+        "tfx.v1.components.StatisticsGen",
+        lambda w: {"examples": w.output("RankingDataGen", "examples")},
+        "Compute statistics",
+    ),
+    ComponentRow(
+        "ImportSchemaGen",
+        "tfx.v1.components.ImportSchemaGen",
+        lambda w: {"schema_file": w.schema_file},
+        "Import schema",
+    ),
+    ComponentRow(
+        "ExampleValidator",
+        "tfx.v1.components.ExampleValidator",
+        lambda w: {
+            "statistics": w.output("StatisticsGen", "statistics"),
+            "schema": w.output("ImportSchemaGen", "schema"),
+        },
+        "Validate examples",
+    ),
+    # ExampleValidator only records anomalies; the gate turns them into a stop.
+    ComponentRow(
+        "ExampleGate",
+        "components.example_gate.ExampleGate",
+        lambda w: {"anomalies": w.output("ExampleValidator", "anomalies")},
+        "Stop on anomalies",
+    ),
+    ComponentRow(
+        "Trainer",
+        "tfx.v1.components.Trainer",
+        _trainer,
+        "Train reranker",
+        after=("ExampleGate",),
+        key_figure=figures.TRAINER,
+    ),
+    ComponentRow(
+        "RankingEvaluator",
+        "components.ranking_evaluator.component.RankingEvaluator",
+        _evaluator,
+        "Evaluate and bless",
+        key_figure=figures.EVALUATOR,
+        artifact_types={
+            "system.HTML": "components.ranking_evaluator.component.HtmlReport",
+            "system.Markdown": "components.ranking_evaluator.component.MarkdownReport",
+            "system.Metrics": "components.ranking_evaluator.component.ScalarMetrics",
+        },
+    ),
+    ComponentRow(
+        "Pusher",
+        "components.ranking_pusher.component.RankingPusher",
+        _pusher,
+        "Push model",
+        key_figure=figures.PUSHER,
+    ),
+)
+
+BY_ID: dict[str, ComponentRow] = {row.id: row for row in COMPONENTS}
+COMPONENT_IDS: tuple[str, ...] = tuple(BY_ID)
+# Schema title -> class path of rankpipe's artifact types, all rows together.
+ARTIFACT_TYPES: dict[str, str] = {t: p for row in COMPONENTS for t, p in row.artifact_types.items()}
+DISPLAY_NAMES: dict[str, str] = {row.id: row.display_name for row in COMPONENTS}

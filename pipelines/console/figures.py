@@ -1,0 +1,87 @@
+"""The key figure on a finished component's console line, read from its output artifacts in
+the run's MLMD store.
+
+Which figure a component gets is its row's `key_figure` in pipelines/component_table.py (one of
+the KeyFigures at the end: an output artifact type and how to read the figure from that
+artifact), so adding a component does not touch the console. Nothing heavy is imported here:
+the table imports this module, and the KFP entrypoint imports the table in every task's
+container.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pipelines.mlmd_read import output_artifacts, prop
+
+
+@dataclass(frozen=True)
+class KeyFigure:
+    """A component's key figure: read from its output artifact of type `artifact_type`."""
+
+    artifact_type: str
+    read: Callable[[Any], str]  # that MLMD Artifact -> the figure
+
+
+def _read_json(path: str) -> dict:
+    import tensorflow as tf  # gfile: artifacts may live on any filesystem
+
+    with tf.io.gfile.GFile(path) as f:
+        return json.load(f)
+
+
+def key_figure(store: Any, execution_id: int, figure: KeyFigure | None) -> str:
+    """`figure` of the execution's outputs ("" without a figure or such an output)."""
+    if figure is None:
+        return ""
+    artifacts, types = output_artifacts(store, [execution_id])
+    by_type = {types[a.type_id]: a for a in artifacts}
+    artifact = by_type.get(figure.artifact_type)
+    return figure.read(artifact) if artifact is not None else ""
+
+
+def datagen_figure(summary: dict) -> str:
+    examples = summary.get("examples_per_split") or {}
+    text = f"{sum(examples.values()):,} examples written (" + ", ".join(
+        f"{split} {n:,}" for split, n in examples.items()
+    )
+    bad = (summary.get("bad_records") or {}).get("total", 0)
+    return text + (f"; {bad:,} bad records skipped)" if bad else ")")
+
+
+def _trainer_figure(model_run: Any) -> str:
+    r = _read_json(os.path.join(model_run.uri, "train_results.json"))
+    if r.get("final_metric") is None:
+        return f"{r['steps']} steps"
+    return (
+        f"dev {r['validation_metric']} {r['final_metric']:.4f} "
+        f"(best {r['best_metric']:.4f} at step {r['best_step']}), {r['steps']} steps"
+    )
+
+
+def _evaluator_figure(evaluation: Any) -> str:
+    main = prop(evaluation, "main_metric")
+    verdict = "BLESSED" if prop(evaluation, "blessed") == 1 else "NOT BLESSED"
+    return (
+        f"{main} {prop(evaluation, f'candidate_{main}'):.4f} vs first stage "
+        f"{prop(evaluation, f'first_stage_{main}'):.4f}: {verdict}"
+    )
+
+
+def _pusher_figure(pushed: Any) -> str:
+    if prop(pushed, "pushed") == 1:
+        return f"pushed version {prop(pushed, 'pushed_version')}"
+    return "not pushed (model not blessed)"
+
+
+DATAGEN = KeyFigure(
+    "rankpipe.DatagenSummary",
+    lambda summary: datagen_figure(_read_json(os.path.join(summary.uri, "summary.json"))),
+)
+TRAINER = KeyFigure("ModelRun", _trainer_figure)
+EVALUATOR = KeyFigure("ModelEvaluation", _evaluator_figure)
+PUSHER = KeyFigure("PushedModel", _pusher_figure)
