@@ -37,7 +37,7 @@ _RESUME_TESTS = (
     "tests/trainer_module/test_trainer_kill_resume.py",
     "tests/trainer_module/test_trainer_export.py::test_run_fn_end_to_end_and_resume",
 )
-_CONSOLE = "pipelines/console.py"
+_CONSOLE = "pipelines/console/errors.py"
 
 MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
