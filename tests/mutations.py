@@ -70,8 +70,16 @@ MUTATIONS: tuple[Mutation, ...] = (
         file="components/ranking_evaluator/blessing.py",
         find='        ("baseline", "min_delta_vs_baseline"),\n',
         replace="",
+        tests=("tests/components/ranking_evaluator/test_blessing.py",),
+    ),
+    Mutation(
+        # The same break, against the pipeline run alone (4 LocalDagRunner runs, ~5 minutes).
+        name="gate-vs-served-off-in-a-run",
+        promise="a pipeline run with a model worse than the served one refuses it, pushes nothing",
+        file="components/ranking_evaluator/blessing.py",
+        find='        ("baseline", "min_delta_vs_baseline"),\n',
+        replace="",
         tests=(
-            "tests/components/ranking_evaluator/test_blessing.py",
             "tests/pipelines/test_pipeline_e2e.py::"
             "test_a_model_worse_than_the_served_one_is_refused_and_not_pushed",
         ),
