@@ -22,7 +22,7 @@ import time
 
 import yaml
 
-from pipelines.config_loader import ConfigError
+from rankcore.config_loader import ConfigError
 
 
 def _load(args: argparse.Namespace, check_inputs: bool = True):

@@ -13,11 +13,11 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipelines import config_loader
-from pipelines.config_loader import ConfigError
 from pipelines.cpus import available_cpus
+from rankcore import config_loader
+from rankcore.config_loader import ConfigError
 from trainer_module.config import TrainerConfig
-from trainer_module.models.hf_checkpoint import installed_minilm_dir
+from trainer_module.pretrained import installed_minilm_dir
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"

@@ -10,7 +10,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipelines import config_loader
+from rankcore import config_loader
 
 MODELS = ("knrm", "conv_knrm", "transformer", "bert", "dual_encoder")
 # Models initialised from a pretrained checkpoint: train_steps 0 exports them as they are.
@@ -197,7 +197,7 @@ class TrainerConfig:
     # MultipleNegativesRankingLoss, scale 20).
     in_batch_scale: float = 20.0
 
-    # First-stage score fusion (trainer_module/fusion.py): per query, min-max normalise the
+    # First-stage score fusion (rankcore/fusion.py): per query, min-max normalise the
     # reranker's and the first stage's scores and rank by alpha * reranker + (1 - alpha) *
     # first stage. tuned: alpha chosen on the dev queries after training (grid 0, 0.05, .., 1,
     # ties to the larger alpha); fixed: fusion_alpha; none: the reranker's scores alone.

@@ -8,7 +8,7 @@ Signatures:
   dev/test-format tf.Examples (one candidate each: query_ids, doc_ids, doc_lengths).
 - rank_candidates(query: string [], documents: string [None], first_stage_scores: float32 [None])
   -> {"fused_score": float32 [None], "reranker_score": float32 [None]}: one query's candidate
-  list, fused with the first stage as the Trainer chose (trainer_module/fusion.py; min-max per
+  list, fused with the first stage as the Trainer chose (rankcore/fusion.py; min-max per
   list, alpha * reranker + (1 - alpha) * first stage). Without fusion alpha is 1 (the fused score
   is the reranker's, min-max normalised: the same order).
 Dual encoders (a model with `embed`, trainer_module/models/dual_encoder.py) also get:
@@ -37,7 +37,7 @@ import tensorflow_transform as tft
 import tf_keras as keras
 from tf_keras.src.saving.legacy.saved_model import utils as keras_saved_model_utils
 
-from trainer_module import fusion as fusion_lib
+from rankcore import fusion as fusion_lib
 
 TOKEN_IDS_KEY = "token_ids"
 EMBED_TEXTS_SIGNATURE = "embed_texts"

@@ -40,7 +40,7 @@ class TrainResult:
     peak_host_rss_mb: float
     peak_device_memory_mb: float | None
     wall_seconds: float
-    # First-stage score fusion chosen after training (trainer_module/fusion.py): mode, alpha,
+    # First-stage score fusion chosen after training (rankcore/fusion.py): mode, alpha,
     # dev metric per alpha. None when fusion is off. Set by run_fn, not by the loop.
     fusion: dict | None = None
     # Training curves (the evaluation report plots them): [step, mean loss of the steps since

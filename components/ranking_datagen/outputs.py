@@ -13,7 +13,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from components.file_io import write_text_atomic
+from rankcore.file_io import write_text_atomic
 
 SUMMARY_JSON = "summary.json"
 SUMMARY_MD = "summary.md"

@@ -17,7 +17,6 @@ from typing import Any, NamedTuple
 import apache_beam as beam
 import tensorflow as tf
 
-from components.file_io import write_text_atomic
 from components.ranking_datagen import (
     beam_transforms,
     candidates,
@@ -27,6 +26,7 @@ from components.ranking_datagen import (
 )
 from components.ranking_datagen import collection as collection_io
 from components.ranking_datagen.readers import BadRecord
+from rankcore.file_io import write_text_atomic
 
 # Groups per pickle file: enough files for every worker to read some in parallel.
 _GROUPS_PER_FILE = 20_000

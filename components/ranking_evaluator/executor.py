@@ -30,7 +30,6 @@ from tfx.types import artifact_utils
 from tfx.utils import path_utils
 
 from components import artifacts
-from components.file_io import write_text_atomic
 from components.ranking_evaluator import (
     blessing,
     kfp_ui,
@@ -41,7 +40,8 @@ from components.ranking_evaluator import (
     trec_eval,
 )
 from components.ranking_evaluator.baseline import find_baseline
-from trainer_module import fusion
+from rankcore import fusion
+from rankcore.file_io import write_text_atomic
 
 BLESSED_FILE, NOT_BLESSED_FILE = "BLESSED", "NOT_BLESSED"
 METRICS_FILE = "metrics.json"

@@ -14,7 +14,8 @@ import trainer_testdata
 from apache_beam.metrics.metric import MetricsFilter
 
 from components.ranking_evaluator import scoring, trec_eval
-from trainer_module import fusion, losses, validation
+from rankcore import fusion
+from trainer_module import losses, validation
 from trainer_module.models import build_model, hf_checkpoint
 from trainer_module.run_fn import read_vocab, run_fn
 

@@ -358,7 +358,7 @@ def tiny_configs(
 
 
 def _build_datagen(cfg: dict) -> DatagenConfig:
-    from pipelines import config_loader
+    from rankcore import config_loader
 
     return config_loader.build(DatagenConfig, cfg, "<test>")
 

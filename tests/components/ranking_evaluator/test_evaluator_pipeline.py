@@ -19,7 +19,7 @@ from tfx.types import artifact_utils, standard_artifacts
 from components import artifacts
 from components.ranking_evaluator import executor, significance, tfma_metrics, trec_eval
 from components.ranking_evaluator.component import HtmlReport
-from trainer_module import fusion
+from rankcore import fusion
 
 pytestmark = pytest.mark.e2e
 

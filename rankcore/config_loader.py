@@ -4,6 +4,9 @@ Every failure is a `ConfigError` whose one-line message names the file and the d
 typo fails before any component runs. Written by hand (rather than with pydantic) because the
 TFX stack pins an older pydantic major for some of its dependencies and because the rules here are
 small: dataclasses of scalars, lists, optionals and nested dataclasses.
+
+In rankcore because each config lives beside its owner (pipelines/config.py, trainer_module/
+config.py, the components' config.py) and every one is built with this same loader.
 """
 
 from __future__ import annotations

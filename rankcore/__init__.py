@@ -1,0 +1,7 @@
+"""rankpipe's bottom layer: code every other package may use and that imports nothing of ours.
+
+The direction is pipelines -> {components, trainer_module} -> rankcore (import-linter contracts
+in pyproject.toml, checked by `make lint`): config loading (config_loader), TREC run/qrels
+readers and trec_eval-exact metrics (metrics/), first-stage score fusion (fusion) and atomic
+file writes (file_io). Only the standard library and third-party packages are imported here.
+"""
