@@ -37,11 +37,11 @@ from components.ranking_evaluator import (
     report,
     scoring,
     significance,
-    trec_eval,
 )
 from components.ranking_evaluator.baseline import find_baseline
 from rankcore import fusion
 from rankcore.file_io import write_text_atomic
+from rankcore.metrics import compute_metrics, mean_metrics, rank_documents, read_qrels, read_run
 
 BLESSED_FILE, NOT_BLESSED_FILE = "BLESSED", "NOT_BLESSED"
 METRICS_FILE = "metrics.json"
@@ -66,7 +66,7 @@ def write_trec_run(path: str, run: dict[str, dict[str, float]], run_id: str) -> 
         docs = run[qid]
         lines.extend(
             f"{qid} Q0 {docid} {rank} {docs[docid]!r} {run_id}\n"
-            for rank, docid in enumerate(trec_eval.rank_documents(docs), 1)
+            for rank, docid in enumerate(rank_documents(docs), 1)
         )
     write_text_atomic(path, "".join(lines))
 
@@ -119,7 +119,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
 
         local_dir = tempfile.mkdtemp(prefix="ranking_evaluator-")
         try:
-            qrels = trec_eval.read_qrels(
+            qrels = read_qrels(
                 _local_copy(
                     os.path.join(
                         artifact_utils.get_single_uri(input_dict["qrels"]), artifacts.QRELS_FILE
@@ -127,7 +127,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
                     local_dir,
                 )
             )
-            first_stage_all = trec_eval.read_run(
+            first_stage_all = read_run(
                 _local_copy(
                     os.path.join(
                         artifact_utils.get_single_uri(input_dict["first_stage_run"]),
@@ -196,12 +196,10 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         measures = config["measures"]
         level = config["relevance_level"]
         per_query = {
-            name: trec_eval.compute_metrics(
-                split_qrels, run, measures, relevance_level=level, complete=True
-            )
+            name: compute_metrics(split_qrels, run, measures, relevance_level=level, complete=True)
             for name, run in runs.items()
         }
-        aggregates = {name: trec_eval.mean_metrics(pq, measures) for name, pq in per_query.items()}
+        aggregates = {name: mean_metrics(pq, measures) for name, pq in per_query.items()}
         metric_names = list(aggregates["candidate"])
         comparisons = {
             reference: significance.compare_per_query(
