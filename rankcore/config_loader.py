@@ -178,3 +178,15 @@ def load_yaml(path: Path) -> dict:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
     return data
+
+
+def one_of(name: str, value: str, choices: tuple[str, ...]) -> None:
+    """A config check for `__post_init__`: `value` must be one of `choices`."""
+    if value not in choices:
+        raise ValueError(f"{name}: {value!r} is not one of {', '.join(choices)}")
+
+
+def positive(name: str, value: float) -> None:
+    """A config check for `__post_init__`: `value` must be > 0."""
+    if value <= 0:
+        raise ValueError(f"{name}: must be > 0, got {value}")

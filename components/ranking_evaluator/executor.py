@@ -39,6 +39,7 @@ from components.ranking_evaluator import (
     significance,
 )
 from components.ranking_evaluator.baseline import find_baseline
+from components.ranking_evaluator.config import EvaluatorConfig
 from rankcore import fusion
 from rankcore.file_io import write_text_atomic
 from rankcore.metrics import compute_metrics, mean_metrics, rank_documents, read_qrels, read_run
@@ -108,8 +109,8 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         exec_properties: dict[str, Any],
     ) -> None:
         start = time.time()
-        config = json.loads(exec_properties["evaluator"])
-        split = config["split"]
+        config = EvaluatorConfig.from_dict(json.loads(exec_properties["evaluator"]))
+        split = config.split
         examples = artifact_utils.get_single_instance(input_dict["examples"])
         model = artifact_utils.get_single_instance(input_dict["model"])
         evaluation = artifact_utils.get_single_instance(output_dict["evaluation"])
@@ -156,7 +157,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
             self._make_beam_pipeline,
             split_uri,
             models,
-            batch_size=config.get("batch_size", 256),
+            batch_size=config.batch_size,
             scores_prefix=scores_prefix,
         )
         scoring_seconds = time.time() - t0
@@ -193,8 +194,8 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         # Full judgments: relevant documents the first stage never retrieved count (recall,
         # MAP, nDCG's ideal ranking), exactly as trec_eval run on the files would count them.
         split_qrels = {q: qrels[q] for q in split_qids if qrels.get(q)}
-        measures = config["measures"]
-        level = config["relevance_level"]
+        measures = config.measures
+        level = config.relevance_level
         per_query = {
             name: compute_metrics(split_qrels, run, measures, relevance_level=level, complete=True)
             for name, run in runs.items()
@@ -206,15 +207,15 @@ class Executor(base_beam_executor.BaseBeamExecutor):
                 per_query[reference],
                 per_query["candidate"],
                 metric_names,
-                trials=config["randomization_trials"],
-                seed=config["seed"],
+                trials=config.randomization_trials,
+                seed=config.seed,
             )
             for reference in ("first_stage", "baseline")
             if reference in per_query
         }
         # The reranker alone against the first stage too, for the report (never for blessing).
         reranker_comparisons = compare_reranker_alone(
-            per_query, metric_names, trials=config["randomization_trials"], seed=config["seed"]
+            per_query, metric_names, trials=config.randomization_trials, seed=config.seed
         )
         decision = blessing.decide(aggregates["candidate"], comparisons, config)
 
@@ -230,7 +231,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         run_artifact.set_string_custom_property("run_id", "candidate")
         run_artifact.set_int_custom_property("num_queries", len(split_qids))
 
-        main = config["main_metric"]
+        main = config.main_metric
         metrics = {
             "split": split,
             "main_metric": main,
@@ -249,7 +250,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
             "reasons": decision.reasons,
             "checks": decision.checks,
             "thresholds": {
-                key: config.get(key)
+                key: getattr(config, key)
                 for key in (
                     "min_values",
                     "min_delta_vs_first_stage",

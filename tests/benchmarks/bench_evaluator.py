@@ -43,7 +43,7 @@ from tfx.types import artifact_utils, standard_artifacts  # noqa: E402
 from components import artifacts  # noqa: E402
 from components.ranking_evaluator import executor, scoring  # noqa: E402
 from components.ranking_evaluator.component import HtmlReport  # noqa: E402
-from pipelines.config import EvaluatorConfig  # noqa: E402
+from components.ranking_evaluator.config import EvaluatorConfig  # noqa: E402
 
 PIPELINE_NAME = "bench-evaluator"
 SPLIT = "test"
