@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from ml_metadata import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
+from components.ranking_evaluator.constants import BLESSED, MAIN_METRIC
+
 FAILED_STATES = (metadata_store_pb2.Execution.FAILED,)
 
 
@@ -115,12 +117,12 @@ def list_runs(store: metadata_store.MetadataStore) -> list[RunRow]:
         }
         for artifact in artifacts:
             kind = art_types.get(artifact.type_id)
-            if kind == "ModelEvaluation" and _prop(artifact, "main_metric"):
-                main = _prop(artifact, "main_metric")
+            if kind == "ModelEvaluation" and _prop(artifact, MAIN_METRIC):
+                main = _prop(artifact, MAIN_METRIC)
                 row.main_metric = main
                 row.candidate = _prop(artifact, f"candidate_{main}")
                 row.first_stage = _prop(artifact, f"first_stage_{main}")
-                row.blessed = _prop(artifact, "blessed") == 1
+                row.blessed = _prop(artifact, BLESSED) == 1
             elif kind == "PushedModel" and _prop(artifact, "pushed") == 1:
                 row.pushed_version = str(_prop(artifact, "pushed_version"))
         rows.append(row)

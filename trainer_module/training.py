@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 import tensorflow as tf
 import tf_keras as keras
 
+from rankcore.constants import TRAIN_RESULTS_FILE
 from trainer_module import validation
 from trainer_module.task import RankingTask
 
@@ -404,7 +405,7 @@ class Controller:
 
 def write_results(result: TrainResult, model_run_dir: str) -> str:
     tf.io.gfile.makedirs(model_run_dir)
-    path = os.path.join(model_run_dir, "train_results.json")
+    path = os.path.join(model_run_dir, TRAIN_RESULTS_FILE)
     with tf.io.gfile.GFile(path, "w") as f:
         json.dump(asdict(result), f, indent=2)
     return path

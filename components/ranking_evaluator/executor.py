@@ -40,12 +40,19 @@ from components.ranking_evaluator import (
 )
 from components.ranking_evaluator.baseline import find_baseline
 from components.ranking_evaluator.config import EvaluatorConfig
+from components.ranking_evaluator.constants import (
+    BLESSED,
+    BLESSED_FILE,
+    MAIN_METRIC,
+    METRICS_FILE,
+    NOT_BLESSED_FILE,
+    REPORT_HTML_FILE,
+    REPORT_MD_FILE,
+)
 from rankcore import fusion
 from rankcore.file_io import write_text_atomic
 from rankcore.metrics import compute_metrics, mean_metrics, rank_documents, read_qrels, read_run
 
-BLESSED_FILE, NOT_BLESSED_FILE = "BLESSED", "NOT_BLESSED"
-METRICS_FILE = "metrics.json"
 # Run files inside the evaluation artifact, by system.
 RUN_FILES = {
     "candidate": "candidate.run",
@@ -234,7 +241,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         main = config.main_metric
         metrics = {
             "split": split,
-            "main_metric": main,
+            MAIN_METRIC: main,
             "relevance_level": level,
             "num_queries": len(split_qids),
             "num_judged_queries": len(split_qrels),
@@ -246,7 +253,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
             "reranker_comparisons": reranker_comparisons,
             "fusion": fusions["candidate"],
             "baseline_fusion": fusions.get("baseline"),
-            "blessed": decision.blessed,
+            BLESSED: decision.blessed,
             "reasons": decision.reasons,
             "checks": decision.checks,
             "thresholds": {
@@ -279,8 +286,8 @@ class Executor(base_beam_executor.BaseBeamExecutor):
             ),
         )
         write_text_atomic(os.path.join(evaluation.uri, METRICS_FILE), json.dumps(metrics, indent=2))
-        write_text_atomic(os.path.join(evaluation.uri, "report.md"), report.markdown(metrics))
-        write_text_atomic(os.path.join(evaluation.uri, "report.html"), html)
+        write_text_atomic(os.path.join(evaluation.uri, REPORT_MD_FILE), report.markdown(metrics))
+        write_text_atomic(os.path.join(evaluation.uri, REPORT_HTML_FILE), html)
         if report_artifact is not None:
             report_artifact.value = html  # one file at the URI: what the KFP UI renders
         # Kubeflow UI: the report as Markdown too, and the main measures as scalars.
@@ -298,8 +305,8 @@ class Executor(base_beam_executor.BaseBeamExecutor):
                 json.dumps(kfp_ui.scalars(metrics), indent=2),
             )
         # Headline numbers on the artifact itself, for MLMD queries and the KFP artifact view.
-        evaluation.set_int_custom_property("blessed", int(decision.blessed))
-        evaluation.set_string_custom_property("main_metric", main)
+        evaluation.set_int_custom_property(BLESSED, int(decision.blessed))
+        evaluation.set_string_custom_property(MAIN_METRIC, main)
         for name, values in aggregates.items():
             evaluation.set_float_custom_property(f"{name}_{main}", values[main])
 
@@ -311,7 +318,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
             ),
             "\n".join(decision.reasons or decision.checks) + "\n",
         )
-        blessing_artifact.set_int_custom_property("blessed", int(decision.blessed))
+        blessing_artifact.set_int_custom_property(BLESSED, int(decision.blessed))
         blessing_artifact.set_string_custom_property("current_model", model.uri)
         if baseline is not None:
             blessing_artifact.set_string_custom_property("baseline_model", baseline.path)

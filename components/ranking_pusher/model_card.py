@@ -6,6 +6,8 @@ import datetime
 import json
 from typing import Any
 
+from components.ranking_evaluator.constants import BLESSED, MAIN_METRIC
+
 CARD_MD, CARD_JSON = "model_card.md", "model_card.json"
 # The measures the card's table leads with (then the rest of the evaluation's measures).
 _CONFIG_SECTIONS = ("collection", "datagen", "trainer", "evaluator")
@@ -62,8 +64,8 @@ def build(
             "split": evaluation["split"],
             "num_queries": evaluation["num_queries"],
             "candidates_scored": evaluation["candidates_scored"],
-            "main_metric": evaluation["main_metric"],
-            "blessed": evaluation["blessed"],
+            MAIN_METRIC: evaluation[MAIN_METRIC],
+            BLESSED: evaluation[BLESSED],
             "checks": evaluation["checks"],
             "reasons": evaluation["reasons"],
             "thresholds": evaluation.get("thresholds"),

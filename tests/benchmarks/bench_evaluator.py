@@ -41,7 +41,7 @@ from tfx.dsl.components.base import base_beam_executor  # noqa: E402
 from tfx.types import artifact_utils, standard_artifacts  # noqa: E402
 
 from components import artifacts  # noqa: E402
-from components.ranking_evaluator import executor, scoring  # noqa: E402
+from components.ranking_evaluator import constants, executor, scoring  # noqa: E402
 from components.ranking_evaluator.component import HtmlReport  # noqa: E402
 from components.ranking_evaluator.config import EvaluatorConfig  # noqa: E402
 
@@ -160,7 +160,7 @@ def time_executor(uris: dict[str, str], mode: str, tmp: Path) -> tuple[float, di
     t0 = time.perf_counter()
     executor.Executor(context).Do(inputs, outputs, {"evaluator": json.dumps(config)})
     seconds = time.perf_counter() - t0
-    with open(base / "evaluation" / executor.METRICS_FILE) as f:
+    with open(base / "evaluation" / constants.METRICS_FILE) as f:
         return seconds, json.load(f)
 
 
