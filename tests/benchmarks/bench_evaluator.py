@@ -44,6 +44,7 @@ from components import artifacts  # noqa: E402
 from components.ranking_evaluator import constants, executor, scoring  # noqa: E402
 from components.ranking_evaluator.component import HtmlReport  # noqa: E402
 from components.ranking_evaluator.config import EvaluatorConfig  # noqa: E402
+from rankcore.constants import SCORE_SIGNATURE  # noqa: E402
 
 PIPELINE_NAME = "bench-evaluator"
 SPLIT = "test"
@@ -169,7 +170,7 @@ def time_signature(model_dir: str, examples_uri: str, batch_size: int) -> tuple[
         r.numpy()
         for r in tf.data.TFRecordDataset(split_files(examples_uri), compression_type="GZIP")
     ]
-    fn = tf.saved_model.load(model_dir).signatures[scoring.SCORE_SIGNATURE]
+    fn = tf.saved_model.load(model_dir).signatures[SCORE_SIGNATURE]
     fn(examples=tf.constant(records[:batch_size]))  # trace/warm up
     t0 = time.perf_counter()
     for i in range(0, len(records), batch_size):
