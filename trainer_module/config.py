@@ -11,17 +11,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rankcore import config_loader
+from trainer_module.loss_registry import LOSS_NAMES
+from trainer_module.models.registry import MODEL_NAMES
 
-MODELS = ("knrm", "conv_knrm", "transformer", "bert", "dual_encoder")
+# Name lists from the registries (never kept twice); both import TensorFlow only to build.
+MODELS = MODEL_NAMES
 # Models initialised from a pretrained checkpoint: train_steps 0 exports them as they are.
 PRETRAINED_MODELS = ("bert", "dual_encoder")
-LOSSES = (
-    "pairwise_hinge",
-    "pairwise_logistic",
-    "pointwise_sigmoid",
-    "listwise_softmax",
-    "in_batch_softmax",
-)
+LOSSES = LOSS_NAMES
 FUSION_MODES = ("none", "tuned", "fixed")
 DECAYS = ("linear", "cosine", "exponential")
 MIXED_PRECISION = ("auto", "off", "float16", "bfloat16")
