@@ -9,7 +9,8 @@ setup:
 demo: setup
 	.venv/bin/rankpipe run demo
 
-# Lint, format check and the test suite (includes an end-to-end LocalDagRunner run on Cranfield).
+# Lint, format check, import contracts (pyproject.toml [tool.importlinter]) and the test suite
+# (includes an end-to-end LocalDagRunner run on Cranfield).
 # setup-system installs Chromium (report screenshot test) when missing, as root with apt-get.
 test: setup setup-system lint
 	.venv/bin/pytest
@@ -21,6 +22,7 @@ setup-system:
 lint: setup
 	.venv/bin/ruff check .
 	.venv/bin/ruff format --check .
+	.venv/bin/lint-imports
 
 # Re-resolve requirements.lock from pyproject.toml (needs the package registry).
 lock: setup

@@ -22,7 +22,8 @@ import time
 
 import yaml
 
-from pipelines.config_loader import ConfigError
+from components.ranking_evaluator.constants import MAIN_METRIC, METRICS_FILE
+from rankcore.config_loader import ConfigError
 
 
 def _load(args: argparse.Namespace, check_inputs: bool = True):
@@ -48,9 +49,9 @@ def run_summary(config) -> str:
     pushed = _latest_artifact(store, "PushedModel")
     lines = [f"rankpipe: pipeline {config.runner.pipeline_name!r} finished."]
     if evaluation is not None:
-        with open(os.path.join(evaluation.uri, "metrics.json")) as f:
+        with open(os.path.join(evaluation.uri, METRICS_FILE)) as f:
             metrics = json.load(f)
-        main = metrics["main_metric"]
+        main = metrics[MAIN_METRIC]
         agg = metrics["aggregate"]
         lines.append(
             f"Evaluation ({metrics['split']} split, {metrics['num_queries']} queries): "

@@ -3,6 +3,11 @@
 `load_config(path, overrides)` reads a YAML file, applies `--set key=value` overrides, checks
 every key and type, expands `${VAR}` in paths, and checks that input files exist, all before any
 component runs. Every field is documented in README.md ("Configuration reference").
+
+Each section's dataclass lives beside its owner (issue 19): collection and datagen in
+components/ranking_datagen/config.py, evaluator and pusher in their component packages, trainer
+in trainer_module/config.py. This module keeps the runner (Beam, Kubeflow) config and composes
+the others into PipelineConfig.
 """
 
 from __future__ import annotations
@@ -13,11 +18,14 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipelines import config_loader
-from pipelines.config_loader import ConfigError
+from components.ranking_datagen.config import CollectionConfig, DatagenConfig
+from components.ranking_evaluator.config import EvaluatorConfig
+from components.ranking_pusher.config import PusherConfig
 from pipelines.cpus import available_cpus
+from rankcore import config_loader
+from rankcore.config_loader import ConfigError
 from trainer_module.config import TrainerConfig
-from trainer_module.models.hf_checkpoint import installed_minilm_dir
+from trainer_module.pretrained import installed_minilm_dir
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
@@ -38,206 +46,6 @@ def path_defaults() -> dict[str, str]:
 
 PATH_DEFAULTS = path_defaults()
 
-DOC_FORMATS = ("cranfield", "beir_corpus", "trec_sgml", "msmarco_tsv")
-QUERY_FORMATS = ("cranfield", "beir_queries", "trec_topics", "msmarco_tsv")
-QRELS_FORMATS = ("cranfield", "beir_qrels", "trec_qrels")
-SAMPLING_MODES = ("pairwise", "listwise", "pointwise")
-
-
-def _one_of(name: str, value: str, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        raise ValueError(f"{name}: {value!r} is not one of {', '.join(choices)}")
-
-
-def _positive(name: str, value: float) -> None:
-    if value <= 0:
-        raise ValueError(f"{name}: must be > 0, got {value}")
-
-
-@dataclass
-class DemoCollectionConfig:
-    """A synthetic collection `rankpipe run` generates when its files are missing."""
-
-    enabled: bool = False  # generate the collection files when they are missing
-    seed: int = 13  # same seed, same collection
-    num_documents: int = 600  # documents in the generated corpus
-    num_queries: int = 60  # queries (all judged); at least 10 for train/dev/test
-
-    def __post_init__(self) -> None:
-        _positive("num_documents", self.num_documents)
-        if self.num_queries < 10:
-            raise ValueError(f"num_queries: need >= 10 for train/dev/test, got {self.num_queries}")
-
-
-@dataclass
-class CollectionConfig:
-    """Where the raw collection is and in which formats (see components/ranking_datagen)."""
-
-    name: str = "collection"  # a label for reports and the model card
-    documents: str = ""  # path or glob (local or any tf.io.gfile URI); ${VAR} expanded
-    documents_format: str = "beir_corpus"  # cranfield, beir_corpus, trec_sgml, msmarco_tsv
-    queries: str = ""  # path or glob
-    queries_format: str = "beir_queries"  # cranfield, beir_queries, trec_topics, msmarco_tsv
-    qrels: str = ""  # path or glob
-    qrels_format: str = "trec_qrels"  # cranfield, beir_qrels, trec_qrels
-    # Optional first-stage run in TREC run format; without it, RankingDataGen runs BM25.
-    first_stage_run: str | None = None
-    # Keep documents with no text (they can still be judged; they score from an empty text).
-    allow_empty_documents: bool = False
-    demo: DemoCollectionConfig = field(default_factory=DemoCollectionConfig)
-
-    def __post_init__(self) -> None:
-        _one_of("documents_format", self.documents_format, DOC_FORMATS)
-        _one_of("queries_format", self.queries_format, QUERY_FORMATS)
-        _one_of("qrels_format", self.qrels_format, QRELS_FORMATS)
-        for key in ("documents", "queries", "qrels"):
-            if not getattr(self, key):
-                raise ValueError(f"{key}: a path is required")
-
-
-@dataclass
-class Bm25Config:
-    k1: float = 0.9  # BM25 term-frequency saturation (bm25s, Lucene variant)
-    b: float = 0.4  # BM25 length normalization
-
-    def __post_init__(self) -> None:
-        if self.k1 < 0 or not 0 <= self.b <= 1:
-            raise ValueError(f"k1 must be >= 0 and b in [0, 1], got k1={self.k1} b={self.b}")
-
-
-@dataclass
-class SplitConfig:
-    """Query split: deterministic k-fold by qid hash, or explicit qid list files."""
-
-    method: str = "kfold"  # kfold (by a hash of seed and qid) or explicit (qid list files)
-    num_folds: int = 5  # kfold: folds; one is dev, one is test, the rest train
-    dev_fold: int = 0  # kfold: the dev fold
-    test_fold: int = 1  # kfold: the test fold
-    seed: int = 0  # kfold: changes the assignment
-    train_qids: str | None = None  # explicit: file with one qid per line
-    dev_qids: str | None = None  # explicit: file with one qid per line
-    test_qids: str | None = None  # explicit: file with one qid per line
-
-    def __post_init__(self) -> None:
-        _one_of("method", self.method, ("kfold", "explicit"))
-        if self.method == "kfold":
-            if self.num_folds < 3:
-                raise ValueError(f"num_folds: need >= 3 (train/dev/test), got {self.num_folds}")
-            for name in ("dev_fold", "test_fold"):
-                if not 0 <= getattr(self, name) < self.num_folds:
-                    raise ValueError(f"{name}: must be in [0, {self.num_folds})")
-            if self.dev_fold == self.test_fold:
-                raise ValueError("dev_fold and test_fold must differ")
-        elif not (self.train_qids and self.dev_qids and self.test_qids):
-            raise ValueError("method explicit needs train_qids, dev_qids and test_qids files")
-
-
-@dataclass
-class SamplingConfig:
-    """How training examples are drawn from the train queries' candidates."""
-
-    mode: str = "pairwise"  # pairwise (pos, neg), listwise (pos + n negs) or pointwise
-    samples_per_query: int = 64  # training groups drawn per train query
-    negatives_per_positive: int = 1  # listwise: negatives per group
-    # Judgments with relevance >= this count as positives.
-    positive_threshold: int = 1
-    seed: int = 0  # sampling seed (per query generators: adding queries does not reshuffle)
-
-    def __post_init__(self) -> None:
-        _one_of("mode", self.mode, SAMPLING_MODES)
-        _positive("samples_per_query", self.samples_per_query)
-        _positive("negatives_per_positive", self.negatives_per_positive)
-        _positive("positive_threshold", self.positive_threshold)
-
-
-@dataclass
-class VocabConfig:
-    # Size of the learned WordPiece vocabulary; ignored when `vocab_file` is given.
-    size: int = 8000
-    # A pretrained checkpoint's vocab.txt: skips learning.
-    vocab_file: str | None = None
-    lowercase: bool = True  # case-fold and strip accents before WordPiece (uncased models)
-
-    def __post_init__(self) -> None:
-        if self.size < 100:
-            raise ValueError(f"size: must be >= 100, got {self.size}")
-
-
-@dataclass
-class DatagenConfig:
-    candidates_depth: int = 100  # first-stage candidates kept per query (top k)
-    bm25: Bm25Config = field(default_factory=Bm25Config)
-    split: SplitConfig = field(default_factory=SplitConfig)
-    sampling: SamplingConfig = field(default_factory=SamplingConfig)
-    vocab: VocabConfig = field(default_factory=VocabConfig)
-    max_query_length: int = 32  # query token ids kept (truncated beyond)
-    max_doc_length: int = 256  # document token ids kept (truncated beyond)
-    # 0 = derive from the number of examples (about 20k examples a shard).
-    num_shards: int = 0
-    on_bad_record: str = "fail"  # fail: stop naming file and line; skip: count and report
-    shuffle_seed: int = 0  # order and sharding of the written examples
-
-    def __post_init__(self) -> None:
-        for name in ("candidates_depth", "max_query_length", "max_doc_length"):
-            _positive(name, getattr(self, name))
-        if self.num_shards < 0:
-            raise ValueError(f"num_shards: must be >= 0, got {self.num_shards}")
-        _one_of("on_bad_record", self.on_bad_record, ("fail", "skip"))
-
-
-@dataclass
-class EvaluatorConfig:
-    # trec_eval measure names; mrr_cut_10 is MRR@10.
-    measures: list[str] = field(
-        default_factory=lambda: [
-            "map",
-            "ndcg",
-            "ndcg_cut_5",
-            "ndcg_cut_10",
-            "ndcg_cut_20",
-            "P_5",
-            "P_10",
-            "P_20",
-            "recall_100",
-            "recall_1000",
-            "recip_rank",
-            "Rprec",
-            "bpref",
-            "mrr_cut_10",
-        ]
-    )
-    relevance_level: int = 1  # trec_eval -l: minimum grade counted relevant
-    # The metric the blessing and the report lead with.
-    main_metric: str = "ndcg_cut_10"
-    split: str = "test"  # the held-out split evaluated (dev or test)
-    # Absolute floors, e.g. {ndcg_cut_10: 0.2}.
-    min_values: dict[str, float] = field(default_factory=dict)
-    # Minimum change of main_metric vs the first stage: by default a model that ranks worse than
-    # its own first stage is NOT BLESSED (null switches the rule off).
-    min_delta_vs_first_stage: float | None = 0.0
-    # Minimum change of main_metric vs the baseline (the model being served), when there is
-    # one: by default a model worse than what users get today is NOT BLESSED (null: off).
-    min_delta_vs_baseline: float | None = 0.0
-    require_significance: bool = False  # the required gains must also be significant
-    significance_level: float = 0.05  # p below which a change counts as significant
-    randomization_trials: int = 10000  # paired randomization test permutations
-    seed: int = 0  # randomization test seed
-    batch_size: int = 256  # inference batch size
-
-    def __post_init__(self) -> None:
-        if self.main_metric not in self.measures:
-            raise ValueError(f"main_metric: {self.main_metric!r} is not in measures")
-        if not 0 < self.significance_level < 1:
-            raise ValueError("significance_level: must be in (0, 1)")
-        _one_of("split", self.split, ("dev", "test"))
-        _positive("batch_size", self.batch_size)
-
-
-@dataclass
-class PusherConfig:
-    # Base directory (local path or any tf.io.gfile URI); versions go to <base>/<version>/.
-    destination: str = "${RANKPIPE_OUTPUTS}/serving/${RANKPIPE_PIPELINE_NAME}"
-
 
 @dataclass
 class BeamConfig:
@@ -250,7 +58,7 @@ class BeamConfig:
     extra_args: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        _one_of(
+        config_loader.one_of(
             "direct_running_mode",
             self.direct_running_mode,
             ("in_memory", "multi_threading", "multi_processing"),

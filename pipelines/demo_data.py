@@ -14,7 +14,7 @@ import json
 import random
 from pathlib import Path
 
-from components.file_io import write_text_atomic
+from rankcore.file_io import write_text_atomic
 
 _SYLLABLES = "ka lo mi re su ta ne vo pi da ru so fe li go ma ze tu ni bo".split()
 

@@ -41,11 +41,11 @@ from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
 from tfx import v1 as tfx
 
-from components.file_io import write_text_atomic
 from pipelines import component_table
 from pipelines.config import PATH_DEFAULTS, REPO_ROOT, KubeflowComponentConfig, PipelineConfig
-from pipelines.config_loader import ConfigError
 from pipelines.pipeline import SCHEMA_FILE, create_pipeline
+from rankcore.config_loader import ConfigError
+from rankcore.file_io import write_text_atomic
 
 CONFIG_ENV, OVERRIDES_ENV = "RANKPIPE_CONFIG", "RANKPIPE_SET"
 FORMATS = ("yaml", "vertex")

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from ml_metadata import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
+from components.ranking_evaluator.constants import BLESSED, MAIN_METRIC
 from pipelines.mlmd_read import open_readonly, output_artifacts, prop
 
 FAILED_STATES = (metadata_store_pb2.Execution.FAILED,)
@@ -101,12 +102,12 @@ def list_runs(store: metadata_store.MetadataStore) -> list[RunRow]:
         artifacts, art_types = output_artifacts(store, [e.id for e in executions])
         for artifact in artifacts:
             kind = art_types.get(artifact.type_id)
-            if kind == "ModelEvaluation" and prop(artifact, "main_metric"):
-                main = prop(artifact, "main_metric")
+            if kind == "ModelEvaluation" and prop(artifact, MAIN_METRIC):
+                main = prop(artifact, MAIN_METRIC)
                 row.main_metric = main
                 row.candidate = prop(artifact, f"candidate_{main}")
                 row.first_stage = prop(artifact, f"first_stage_{main}")
-                row.blessed = prop(artifact, "blessed") == 1
+                row.blessed = prop(artifact, BLESSED) == 1
             elif kind == "PushedModel" and prop(artifact, "pushed") == 1:
                 row.pushed_version = str(prop(artifact, "pushed_version"))
         rows.append(row)

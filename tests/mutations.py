@@ -95,10 +95,10 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         name="fusion-alpha-ignored",
         promise="fusion is alpha * reranker + (1 - alpha) * first stage at the carried alpha",
-        file="trainer_module/fusion.py",
+        file="rankcore/fusion.py",
         find="    return alpha * minmax(reranker) + (1.0 - alpha) * minmax(first_stage)",
         replace="    return 0.5 * minmax(reranker) + 0.5 * minmax(first_stage)",
-        tests=("tests/trainer_module/test_fusion.py",),
+        tests=("tests/rankcore/test_fusion.py",),
     ),
     Mutation(
         name="push-overwrites",

@@ -10,18 +10,15 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipelines import config_loader
+from rankcore import config_loader
+from trainer_module.loss_registry import LOSS_NAMES
+from trainer_module.models.registry import MODEL_NAMES
 
-MODELS = ("knrm", "conv_knrm", "transformer", "bert", "dual_encoder")
+# Name lists from the registries (never kept twice); both import TensorFlow only to build.
+MODELS = MODEL_NAMES
 # Models initialised from a pretrained checkpoint: train_steps 0 exports them as they are.
 PRETRAINED_MODELS = ("bert", "dual_encoder")
-LOSSES = (
-    "pairwise_hinge",
-    "pairwise_logistic",
-    "pointwise_sigmoid",
-    "listwise_softmax",
-    "in_batch_softmax",
-)
+LOSSES = LOSS_NAMES
 FUSION_MODES = ("none", "tuned", "fixed")
 DECAYS = ("linear", "cosine", "exponential")
 MIXED_PRECISION = ("auto", "off", "float16", "bfloat16")
@@ -197,7 +194,7 @@ class TrainerConfig:
     # MultipleNegativesRankingLoss, scale 20).
     in_batch_scale: float = 20.0
 
-    # First-stage score fusion (trainer_module/fusion.py): per query, min-max normalise the
+    # First-stage score fusion (rankcore/fusion.py): per query, min-max normalise the
     # reranker's and the first stage's scores and rank by alpha * reranker + (1 - alpha) *
     # first stage. tuned: alpha chosen on the dev queries after training (grid 0, 0.05, .., 1,
     # ties to the larger alpha); fixed: fusion_alpha; none: the reranker's scores alone.

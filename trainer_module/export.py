@@ -8,7 +8,7 @@ Signatures:
   dev/test-format tf.Examples (one candidate each: query_ids, doc_ids, doc_lengths).
 - rank_candidates(query: string [], documents: string [None], first_stage_scores: float32 [None])
   -> {"fused_score": float32 [None], "reranker_score": float32 [None]}: one query's candidate
-  list, fused with the first stage as the Trainer chose (trainer_module/fusion.py; min-max per
+  list, fused with the first stage as the Trainer chose (rankcore/fusion.py; min-max per
   list, alpha * reranker + (1 - alpha) * first stage). Without fusion alpha is 1 (the fused score
   is the reranker's, min-max normalised: the same order).
 Dual encoders (a model with `embed`, trainer_module/models/dual_encoder.py) also get:
@@ -37,13 +37,19 @@ import tensorflow_transform as tft
 import tf_keras as keras
 from tf_keras.src.saving.legacy.saved_model import utils as keras_saved_model_utils
 
-from trainer_module import fusion as fusion_lib
+from rankcore import fusion as fusion_lib
+from rankcore.constants import (
+    EMBED_DOC_SIGNATURE,
+    EMBED_QUERY_SIGNATURE,
+    EMBED_TEXTS_SIGNATURE,
+    EMBEDDING_OUTPUT,
+    RANK_SIGNATURE,
+    SCORE_OUTPUT,
+    SCORE_SIGNATURE,
+    SERVING_SIGNATURE,
+)
 
 TOKEN_IDS_KEY = "token_ids"
-EMBED_TEXTS_SIGNATURE = "embed_texts"
-EMBED_QUERY_IDS_SIGNATURE = "embed_query_ids"
-EMBED_DOC_IDS_SIGNATURE = "embed_doc_ids"
-EMBEDDING_KEY = "embedding"
 RAW_TEXT_KEY = "text"
 
 _EXAMPLE_SPEC = {
@@ -86,7 +92,7 @@ class RerankerModule(tf.Module):
     def _score(self, query_ids: tf.Tensor, doc_ids: tf.Tensor) -> dict[str, tf.Tensor]:
         query_ids = _at_least_one_column(query_ids[:, : self.max_query_length])
         doc_ids = _at_least_one_column(doc_ids[:, : self.max_doc_length])
-        return {"score": self._score_ids(query_ids, doc_ids)}
+        return {SCORE_OUTPUT: self._score_ids(query_ids, doc_ids)}
 
     def _tokenize(self, texts: tf.Tensor) -> tf.Tensor:
         sparse = self.tft_layer({RAW_TEXT_KEY: texts})[TOKEN_IDS_KEY]
@@ -113,7 +119,7 @@ class RerankerModule(tf.Module):
     ) -> dict[str, tf.Tensor]:
         docs = self._tokenize(documents)
         query_ids = tf.tile(self._tokenize(query[None]), [tf.shape(docs)[0], 1])
-        reranker = self._score(query_ids, docs)["score"]
+        reranker = self._score(query_ids, docs)[SCORE_OUTPUT]
         alpha = tf.constant(self.fusion_alpha, tf.float64)
         fused = alpha * fusion_lib.minmax_tf(reranker) + (1.0 - alpha) * fusion_lib.minmax_tf(
             first_stage_scores
@@ -145,12 +151,12 @@ class DualEncoderModule(RerankerModule):
         )
 
     def _embed(self, ids: tf.Tensor, max_length: int) -> dict[str, tf.Tensor]:
-        return {EMBEDDING_KEY: self._embed_ids(_at_least_one_column(ids[:, :max_length]))}
+        return {EMBEDDING_OUTPUT: self._embed_ids(_at_least_one_column(ids[:, :max_length]))}
 
     def _score(self, query_ids: tf.Tensor, doc_ids: tf.Tensor) -> dict[str, tf.Tensor]:
-        query = self._embed(query_ids, self.max_query_length)[EMBEDDING_KEY]
-        doc = self._embed(doc_ids, self.max_doc_length)[EMBEDDING_KEY]
-        return {"score": tf.reduce_sum(query * doc, axis=-1)}
+        query = self._embed(query_ids, self.max_query_length)[EMBEDDING_OUTPUT]
+        doc = self._embed(doc_ids, self.max_doc_length)[EMBEDDING_OUTPUT]
+        return {SCORE_OUTPUT: tf.reduce_sum(query * doc, axis=-1)}
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
     def embed_texts(self, text: tf.Tensor) -> dict[str, tf.Tensor]:
@@ -199,12 +205,12 @@ def export_serving_model(
     module_cls = DualEncoderModule if dual else RerankerModule
     module = module_cls(model, tft_layer, max_query_length, max_doc_length, alpha)
     signatures = {
-        "serving_default": module.serving_default.get_concrete_function(),
-        "score_examples": module.score_examples.get_concrete_function(),
-        "rank_candidates": module.rank_candidates.get_concrete_function(),
+        SERVING_SIGNATURE: module.serving_default.get_concrete_function(),
+        SCORE_SIGNATURE: module.score_examples.get_concrete_function(),
+        RANK_SIGNATURE: module.rank_candidates.get_concrete_function(),
     }
     if dual:
-        for name in (EMBED_TEXTS_SIGNATURE, EMBED_QUERY_IDS_SIGNATURE, EMBED_DOC_IDS_SIGNATURE):
+        for name in (EMBED_TEXTS_SIGNATURE, EMBED_QUERY_SIGNATURE, EMBED_DOC_SIGNATURE):
             signatures[name] = getattr(module, name).get_concrete_function()
     tmp = f"{serving_model_dir.rstrip('/')}.tmp-{uuid.uuid4().hex[:8]}"
     # save_traces=False: Keras would otherwise trace every layer's call function again, for

@@ -27,6 +27,7 @@ from collections.abc import Callable
 import tensorflow as tf
 
 from trainer_module.config import TrainerConfig
+from trainer_module.loss_registry import LOSSES
 
 LossFn = Callable[[tf.Tensor, tf.Tensor], tf.Tensor]
 
@@ -96,19 +97,11 @@ def in_batch_softmax(
 
 
 def get_loss(cfg: TrainerConfig) -> LossFn:
-    """The configured per-example loss: (scores [B, n], labels [B, n]) -> [B] (float32)."""
-    if cfg.loss == "pairwise_hinge":
-        return lambda s, y: pairwise_hinge(s, y, cfg.hinge_margin)
-    if cfg.loss == "pairwise_logistic":
-        return pairwise_logistic
-    if cfg.loss == "pointwise_sigmoid":
-        graded = cfg.pointwise_target == "graded"
-        return lambda s, y: pointwise_sigmoid(s, y, graded, cfg.max_label)
-    if cfg.loss == "listwise_softmax":
-        return listwise_softmax
-    if cfg.loss == "in_batch_softmax":  # scores [b, b * n], labels [b, n]; see RankingTask
-        return lambda s, y, same_query: in_batch_softmax(s, y, same_query, cfg.in_batch_scale)
-    raise ValueError(f"trainer config: unknown loss {cfg.loss!r}")
+    """The configured per-example loss: (scores [B, n], labels [B, n]) -> [B] (float32), from
+    the registry (loss_registry.py)."""
+    if cfg.loss not in LOSSES:
+        raise ValueError(f"trainer config: unknown loss {cfg.loss!r}")
+    return LOSSES[cfg.loss](cfg)
 
 
 def reduce_loss(per_example: tf.Tensor, global_examples: tf.Tensor | None = None) -> tf.Tensor:

@@ -9,7 +9,8 @@ from typing import Any
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from trainer_module import fusion, hardware, validation
+from rankcore import fusion
+from trainer_module import hardware, validation
 from trainer_module.checkpointing import checkpoint_dir, run_fingerprint
 from trainer_module.config import TrainerConfig
 from trainer_module.export import export_serving_model

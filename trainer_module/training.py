@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 import tensorflow as tf
 import tf_keras as keras
 
+from rankcore.constants import TRAIN_RESULTS_FILE
 from trainer_module import validation
 from trainer_module.task import RankingTask
 
@@ -40,7 +41,7 @@ class TrainResult:
     peak_host_rss_mb: float
     peak_device_memory_mb: float | None
     wall_seconds: float
-    # First-stage score fusion chosen after training (trainer_module/fusion.py): mode, alpha,
+    # First-stage score fusion chosen after training (rankcore/fusion.py): mode, alpha,
     # dev metric per alpha. None when fusion is off. Set by run_fn, not by the loop.
     fusion: dict | None = None
     # Training curves (the evaluation report plots them): [step, mean loss of the steps since
@@ -404,7 +405,7 @@ class Controller:
 
 def write_results(result: TrainResult, model_run_dir: str) -> str:
     tf.io.gfile.makedirs(model_run_dir)
-    path = os.path.join(model_run_dir, "train_results.json")
+    path = os.path.join(model_run_dir, TRAIN_RESULTS_FILE)
     with tf.io.gfile.GFile(path, "w") as f:
         json.dump(asdict(result), f, indent=2)
     return path

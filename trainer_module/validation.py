@@ -1,4 +1,4 @@
-"""Validation on the dev split with the evaluator's trec_eval-exact metric code."""
+"""Validation on the dev split with the evaluator's trec_eval-exact metrics (rankcore.metrics)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import NamedTuple
 import numpy as np
 import tensorflow as tf
 
-from components.ranking_evaluator import trec_eval
+from rankcore.metrics import aggregate, compute_metrics
 from trainer_module import inputs
 
 ScoreFn = Callable[[tf.Tensor, tf.Tensor], tf.Tensor]
@@ -95,7 +95,7 @@ def validation_metric(
 ) -> float:
     """trec_eval's "all" value of `measure` (mean over the judged queries in the run), via the
     evaluator's own metric code so validation and evaluation agree."""
-    per_query = trec_eval.compute_metrics(qrels, run, [measure], relevance_level=relevance_level)
+    per_query = compute_metrics(qrels, run, [measure], relevance_level=relevance_level)
     if not per_query:
         return 0.0  # no judged query was scored
-    return float(trec_eval.aggregate(per_query)[measure])
+    return float(aggregate(per_query)[measure])

@@ -14,7 +14,7 @@ from components.ranking_datagen import executor
 
 class RankingDataGenSpec(types.ComponentSpec):
     PARAMETERS = {
-        # JSON of pipelines.config.CollectionConfig / DatagenConfig.
+        # JSON of components.ranking_datagen.config.CollectionConfig / DatagenConfig.
         "collection": component_spec.ExecutionParameter(type=str),
         "datagen": component_spec.ExecutionParameter(type=str),
     }

@@ -42,6 +42,7 @@ from components.ranking_datagen import (
     tokenization,
 )
 from components.ranking_datagen import collection as collection_io
+from components.ranking_datagen.config import CollectionConfig, DatagenConfig
 from components.ranking_datagen.readers import BadRecord
 
 EXAMPLES_PER_SHARD = 20_000
@@ -73,9 +74,9 @@ class Executor(base_beam_executor.BaseBeamExecutor):
     def _run(self, out: dict[str, types.Artifact], props: dict[str, Any], work_dir: str) -> None:
         start = time.time()
         timings: dict[str, float] = {}
-        coll = json.loads(props["collection"])
-        cfg = json.loads(props["datagen"])
-        report = collection_io.BadRecordReport(cfg["on_bad_record"])
+        coll = CollectionConfig.from_dict(json.loads(props["collection"]))
+        cfg = DatagenConfig.from_dict(json.loads(props["datagen"]))
+        report = collection_io.BadRecordReport(cfg.on_bad_record)
         stage = {name: os.path.join(work_dir, "stage", name) for name in OUTPUT_KEYS}
         for path in stage.values():
             tf.io.gfile.makedirs(path)
@@ -135,7 +136,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
             os.path.join(stage["first_stage_run"], artifacts.RUN_FILE), plan.ranked, plan.run_id
         )
         summary = {
-            "collection": coll.get("name"),
+            "collection": coll.name,
             # Distinct documents: the extra copies of a duplicated docid are bad records.
             "documents": cp.num_documents - sum(len(v) - 1 for v in cp.duplicates.values()),
             "queries": len(inputs.queries),
@@ -147,7 +148,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
             "judged_queries_without_split": sum(1 for q in qrels if q not in plan.split_of),
             "first_stage": {
                 "source": plan.run_id,
-                "depth": cfg["candidates_depth"],
+                "depth": cfg.candidates_depth,
                 "queries_with_candidates": sum(1 for v in plan.ranked.values() if v),
                 "run_qids_without_query": plan.run_qids_without_query,
             },
@@ -175,23 +176,26 @@ class Executor(base_beam_executor.BaseBeamExecutor):
 
     @staticmethod
     def _read_inputs(
-        coll: dict, cfg: dict, report: collection_io.BadRecordReport, vocab_path: str
+        coll: CollectionConfig,
+        cfg: DatagenConfig,
+        report: collection_io.BadRecordReport,
+        vocab_path: str,
     ) -> _Inputs:
-        vocab_file = cfg["vocab"].get("vocab_file")
+        vocab_file = cfg.vocab.vocab_file
         if vocab_file:
             tokenization.read_vocab(vocab_file)  # fails fast, naming the line
             tf.io.gfile.copy(vocab_file, vocab_path, overwrite=True)
-        queries = collection_io.read_queries(coll["queries"], coll["queries_format"], report)
-        judgments = collection_io.read_qrels(coll["qrels"], coll["qrels_format"], report)
+        queries = collection_io.read_queries(coll.queries, coll.queries_format, report)
+        judgments = collection_io.read_qrels(coll.qrels, coll.qrels_format, report)
         collection_io.check_qrels(judgments, queries, None, report)
         run = None
-        if coll.get("first_stage_run"):
-            run = collection_io.read_run(coll["first_stage_run"], report)
+        if coll.first_stage_run:
+            run = collection_io.read_run(coll.first_stage_run, report)
         explicit = None
-        split_cfg = cfg["split"]
-        if split_cfg["method"] == "explicit":
+        split_cfg = cfg.split
+        if split_cfg.method == "explicit":
             explicit = splits.explicit_split(
-                split_cfg["train_qids"], split_cfg["dev_qids"], split_cfg["test_qids"]
+                split_cfg.train_qids, split_cfg.dev_qids, split_cfg.test_qids
             )
             for bad in explicit.bad:
                 report.add(collection_io.SPLITS_KIND, bad)
@@ -206,15 +210,15 @@ class Executor(base_beam_executor.BaseBeamExecutor):
     @classmethod
     def _plan(
         cls,
-        coll: dict,
-        cfg: dict,
+        coll: CollectionConfig,
+        cfg: DatagenConfig,
         inputs: _Inputs,
         cp: passes.CollectionPass,
         report: collection_io.BadRecordReport,
     ) -> _Plan:
         """Collection-level checks, then candidates, splits and the sampled groups."""
         report.add_counted(readers.DOCUMENTS, cp.bad_documents, cp.bad_document_examples)
-        paths = collection_io.expand_paths(coll["documents"])
+        paths = collection_io.expand_paths(coll.documents)
         for docid, copies in sorted(cp.duplicates.items()):
             (first_file, first_line), *others = copies
             for file_index, line in others:
@@ -232,32 +236,32 @@ class Executor(base_beam_executor.BaseBeamExecutor):
             raw_run, run_id = cp.bm25 or {}, "bm25"
         # A run may cover more topics than the queries file: those are left out, and counted.
         ranked = candidates.rank_run(
-            {q: d for q, d in raw_run.items() if q in inputs.queries}, cfg["candidates_depth"]
+            {q: d for q, d in raw_run.items() if q in inputs.queries}, cfg.candidates_depth
         )
-        split_cfg = cfg["split"]
+        split_cfg = cfg.split
         if inputs.explicit is not None:
             split_of = inputs.explicit.assignment
         else:
             split_of = {
                 qid: splits.kfold_split(
                     qid,
-                    split_cfg["num_folds"],
-                    split_cfg["dev_fold"],
-                    split_cfg["test_fold"],
-                    split_cfg["seed"],
+                    split_cfg.num_folds,
+                    split_cfg.dev_fold,
+                    split_cfg.test_fold,
+                    split_cfg.seed,
                 )
                 for qid in qrels
             }
-        s = cfg["sampling"]
+        s = cfg.sampling
         groups, queries_per_split = sampling.make_groups(
             split_of,
             qrels,
             ranked,
-            s["mode"],
-            s["samples_per_query"],
-            s["negatives_per_positive"],
-            s["positive_threshold"],
-            s["seed"],
+            s.mode,
+            s.samples_per_query,
+            s.negatives_per_positive,
+            s.positive_threshold,
+            s.seed,
         )
         per_split = {split: 0 for split in splits.SPLITS}
         for g in groups:
@@ -270,7 +274,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
                     cls._empty_split(split, queries_per_split[split], len(qrels), coll, cfg),
                 )
         num_shards = {
-            split: cfg["num_shards"] or max(1, math.ceil(n / EXAMPLES_PER_SHARD))
+            split: cfg.num_shards or max(1, math.ceil(n / EXAMPLES_PER_SHARD))
             for split, n in per_split.items()
         }
         return _Plan(
@@ -285,21 +289,27 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         )
 
     @staticmethod
-    def _empty_split(split: str, n_queries: int, n_judged: int, coll: dict, cfg: dict) -> BadRecord:
+    def _empty_split(
+        split: str, n_queries: int, n_judged: int, coll: CollectionConfig, cfg: DatagenConfig
+    ) -> BadRecord:
         """An empty split, as a bad record naming where its queries come from and why."""
-        split_cfg = cfg["split"]
-        if split_cfg["method"] == "explicit":
-            where = split_cfg[f"{split}_qids"]
+        split_cfg = cfg.split
+        if split_cfg.method == "explicit":
+            where = getattr(split_cfg, f"{split}_qids")
             why = "none of its listed qids is a judged query with a query text"
         else:
-            where = coll["qrels"]
-            folds = f"fold {split_cfg[f'{split}_fold']}" if split != "train" else "the train folds"
+            where = coll.qrels
+            folds = (
+                f"fold {getattr(split_cfg, f'{split}_fold')}"
+                if split != "train"
+                else "the train folds"
+            )
             why = (
                 f"none of the {n_judged} judged queries hashes to {folds} (datagen.split "
-                f"num_folds={split_cfg['num_folds']} seed={split_cfg['seed']})"
+                f"num_folds={split_cfg.num_folds} seed={split_cfg.seed})"
             )
         if n_queries and split == "train":
-            threshold = cfg["sampling"]["positive_threshold"]
+            threshold = cfg.sampling.positive_threshold
             why = (
                 f"its {n_queries} queries have no judged document with relevance >= "
                 f"{threshold} and a lower-judged candidate"

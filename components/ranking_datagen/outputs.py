@@ -13,10 +13,8 @@ from typing import Any
 
 import tensorflow as tf
 
-from components.file_io import write_text_atomic
-
-SUMMARY_JSON = "summary.json"
-SUMMARY_MD = "summary.md"
+from components.ranking_datagen.constants import SUMMARY_JSON, SUMMARY_MD
+from rankcore.file_io import write_text_atomic
 
 
 def shard_name(shard: int, num_shards: int) -> str:

@@ -17,7 +17,6 @@ from typing import Any, NamedTuple
 import apache_beam as beam
 import tensorflow as tf
 
-from components.file_io import write_text_atomic
 from components.ranking_datagen import (
     beam_transforms,
     candidates,
@@ -26,7 +25,9 @@ from components.ranking_datagen import (
     tokenization,
 )
 from components.ranking_datagen import collection as collection_io
+from components.ranking_datagen.config import CollectionConfig, DatagenConfig
 from components.ranking_datagen.readers import BadRecord
+from rankcore.file_io import write_text_atomic
 
 # Groups per pickle file: enough files for every worker to read some in parallel.
 _GROUPS_PER_FILE = 20_000
@@ -126,7 +127,9 @@ class _SingleProcessStep(beam.DoFn):
     before this DoFn, the two are distinct elements of one stage, so with 2+ workers they run
     at the same time."""
 
-    def __init__(self, cfg: dict, vocab_path: str | None, bm25_path: str, queries_path: str):
+    def __init__(
+        self, cfg: DatagenConfig, vocab_path: str | None, bm25_path: str, queries_path: str
+    ):
         self._cfg = cfg
         self._vocab_path = vocab_path
         self._bm25_path = bm25_path
@@ -136,16 +139,16 @@ class _SingleProcessStep(beam.DoFn):
         name, values = element
         if name == "vocab":
             (counts,) = values
-            vocab = beam_transforms.learn_vocabulary(counts, self._cfg["vocab"]["size"])
+            vocab = beam_transforms.learn_vocabulary(counts, self._cfg.vocab.size)
             write_text_atomic(self._vocab_path, "".join(t + "\n" for t in vocab))
         else:
-            bm25 = self._cfg["bm25"]
+            bm25 = self._cfg.bm25
             run = candidates.bm25_run(
                 sorted((d[0], d[1]) for batch in values for d in batch),
                 read_pickle(self._queries_path),
-                self._cfg["candidates_depth"],
-                bm25["k1"],
-                bm25["b"],
+                self._cfg.candidates_depth,
+                bm25.k1,
+                bm25.b,
             )
             _write_json(run, self._bm25_path)
             yield {docid for docs in run.values() for docid in docs}
@@ -166,8 +169,8 @@ class CollectionPass(NamedTuple):
 
 def collection_pass(
     make_pipeline: Callable[[], beam.Pipeline],
-    coll: dict,
-    cfg: dict,
+    coll: CollectionConfig,
+    cfg: DatagenConfig,
     queries: dict[str, str],
     needed: set[str],
     learn_vocab_to: str | None,
@@ -187,8 +190,8 @@ def collection_pass(
     needed_path = write_pickle(os.path.join(pass_dir, "needed.pkl"), needed)
     texts_prefix = os.path.join(pass_dir, "texts", "part")
     read = collection_io.ReadDocuments(
-        coll["documents"], coll["documents_format"], cfg["on_bad_record"],
-        coll["allow_empty_documents"],
+        coll.documents, coll.documents_format, cfg.on_bad_record,
+        coll.allow_empty_documents,
     )  # fmt: skip
 
     def build(p: beam.Pipeline) -> None:
@@ -233,7 +236,7 @@ def collection_pass(
             steps.append(
                 (batches, query_batches)
                 | "AllTexts" >> beam.Flatten()
-                | "WordCounts" >> beam_transforms.CountAllWords(cfg["vocab"]["lowercase"])
+                | "WordCounts" >> beam_transforms.CountAllWords(cfg.vocab.lowercase)
                 | "KeyVocab" >> beam.Map(lambda counts: ("vocab", counts))
             )
         if need_bm25:
@@ -279,7 +282,7 @@ def collection_pass(
 
 def encoding_pass(
     make_pipeline: Callable[[], beam.Pipeline],
-    cfg: dict,
+    cfg: DatagenConfig,
     queries: dict[str, str],
     groups: list[sampling.Group],
     text_files: list[str],
@@ -307,7 +310,7 @@ def encoding_pass(
         )
         for i in range(0, max(len(groups), 1), _GROUPS_PER_FILE)
     ]
-    max_q, max_d = cfg["max_query_length"], cfg["max_doc_length"]
+    max_q, max_d = cfg.max_query_length, cfg.max_doc_length
 
     def build(p: beam.Pipeline) -> None:
         texts = (
@@ -330,7 +333,7 @@ def encoding_pass(
             | "Tokenize"
             >> beam_transforms.TokenizeWithTransform(
                 vocab_path,
-                cfg["vocab"]["lowercase"],
+                cfg.vocab.lowercase,
                 stage["transform_graph"],
                 os.path.join(work_dir, "tft"),
             )
@@ -342,7 +345,7 @@ def encoding_pass(
         _ = (groups_pc, tokens) | "WriteExamples" >> beam_transforms.WriteExamples(
             stage["examples"],
             num_shards,
-            cfg["shuffle_seed"],
+            cfg.shuffle_seed,
             max_q,
             max_d,
             tokenization.unk_id(vocab),

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from components.ranking_evaluator.config import EvaluatorConfig
+
 
 @dataclass
 class Decision:
@@ -15,7 +17,7 @@ class Decision:
 def decide(
     aggregates: dict[str, float],
     comparisons: dict[str, dict],
-    config: dict,
+    config: EvaluatorConfig,
 ) -> Decision:
     """Applies the evaluator config's thresholds.
 
@@ -23,8 +25,8 @@ def decide(
     to significance.compare_per_query results (candidate = b, reference = a).
     """
     failed, passed = [], []
-    main = config["main_metric"]
-    for metric, floor in sorted(config.get("min_values", {}).items()):
+    main = config.main_metric
+    for metric, floor in sorted(config.min_values.items()):
         value = aggregates.get(metric)
         line = f"{metric} = {value:.4f} (floor {floor:.4f})" if value is not None else metric
         if value is None:
@@ -37,7 +39,7 @@ def decide(
         ("first_stage", "min_delta_vs_first_stage"),
         ("baseline", "min_delta_vs_baseline"),
     ):
-        threshold = config.get(key)
+        threshold = getattr(config, key)
         if threshold is None:
             continue
         if reference not in comparisons:
@@ -51,9 +53,9 @@ def decide(
             failed.append(f"{line}: too small")
         else:
             passed.append(line)
-        if config.get("require_significance"):
+        if config.require_significance:
             p = stats["randomization_p"]
-            level = config["significance_level"]
+            level = config.significance_level
             sig = f"{main} vs {label}: randomization p = {p:.4f} (need < {level}, gain > 0)"
             (passed if p < level and delta > 0 else failed).append(sig)
     return Decision(blessed=not failed, reasons=failed, checks=passed)

@@ -46,7 +46,7 @@ class ScalarMetrics(types.Artifact):
 
 class RankingEvaluatorSpec(types.ComponentSpec):
     PARAMETERS = {
-        # JSON of pipelines.config.EvaluatorConfig.
+        # JSON of components.ranking_evaluator.config.EvaluatorConfig.
         "evaluator": component_spec.ExecutionParameter(type=str),
         # The Pusher's base directory: the newest model served there is the baseline
         # (components/ranking_evaluator/baseline.py). Empty: no baseline.
@@ -78,7 +78,8 @@ class RankingEvaluator(base_beam_component.BaseBeamComponent):
     the newest model served under `push_destination`), writes TREC runs, trec_eval-exact
     metrics, paired significance tests, a report, and a standard ModelBlessing for the Pusher.
 
-    `evaluator` is pipelines.config.EvaluatorConfig as a dict; see docs/evaluator.md.
+    `evaluator` is config.EvaluatorConfig as a dict (components/ranking_evaluator/config.py); see
+    docs/evaluator.md.
     """
 
     SPEC_CLASS = RankingEvaluatorSpec

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable, Mapping
 
 from components.ranking_evaluator.significance import compare_per_query
-from components.ranking_evaluator.trec_eval import (
+from rankcore.metrics import (
     MalformedLineError,
     MeasureInfo,
     aggregate,

@@ -30,7 +30,6 @@ from tfx.types import artifact_utils
 from tfx.utils import path_utils
 
 from components import artifacts
-from components.file_io import write_text_atomic
 from components.ranking_evaluator import (
     blessing,
     kfp_ui,
@@ -38,13 +37,22 @@ from components.ranking_evaluator import (
     report,
     scoring,
     significance,
-    trec_eval,
 )
 from components.ranking_evaluator.baseline import find_baseline
-from trainer_module import fusion
+from components.ranking_evaluator.config import EvaluatorConfig
+from components.ranking_evaluator.constants import (
+    BLESSED,
+    BLESSED_FILE,
+    MAIN_METRIC,
+    METRICS_FILE,
+    NOT_BLESSED_FILE,
+    REPORT_HTML_FILE,
+    REPORT_MD_FILE,
+)
+from rankcore import fusion
+from rankcore.file_io import write_text_atomic
+from rankcore.metrics import compute_metrics, mean_metrics, rank_documents, read_qrels, read_run
 
-BLESSED_FILE, NOT_BLESSED_FILE = "BLESSED", "NOT_BLESSED"
-METRICS_FILE = "metrics.json"
 # Run files inside the evaluation artifact, by system.
 RUN_FILES = {
     "candidate": "candidate.run",
@@ -66,7 +74,7 @@ def write_trec_run(path: str, run: dict[str, dict[str, float]], run_id: str) -> 
         docs = run[qid]
         lines.extend(
             f"{qid} Q0 {docid} {rank} {docs[docid]!r} {run_id}\n"
-            for rank, docid in enumerate(trec_eval.rank_documents(docs), 1)
+            for rank, docid in enumerate(rank_documents(docs), 1)
         )
     write_text_atomic(path, "".join(lines))
 
@@ -108,8 +116,8 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         exec_properties: dict[str, Any],
     ) -> None:
         start = time.time()
-        config = json.loads(exec_properties["evaluator"])
-        split = config["split"]
+        config = EvaluatorConfig.from_dict(json.loads(exec_properties["evaluator"]))
+        split = config.split
         examples = artifact_utils.get_single_instance(input_dict["examples"])
         model = artifact_utils.get_single_instance(input_dict["model"])
         evaluation = artifact_utils.get_single_instance(output_dict["evaluation"])
@@ -119,7 +127,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
 
         local_dir = tempfile.mkdtemp(prefix="ranking_evaluator-")
         try:
-            qrels = trec_eval.read_qrels(
+            qrels = read_qrels(
                 _local_copy(
                     os.path.join(
                         artifact_utils.get_single_uri(input_dict["qrels"]), artifacts.QRELS_FILE
@@ -127,7 +135,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
                     local_dir,
                 )
             )
-            first_stage_all = trec_eval.read_run(
+            first_stage_all = read_run(
                 _local_copy(
                     os.path.join(
                         artifact_utils.get_single_uri(input_dict["first_stage_run"]),
@@ -156,7 +164,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
             self._make_beam_pipeline,
             split_uri,
             models,
-            batch_size=config.get("batch_size", 256),
+            batch_size=config.batch_size,
             scores_prefix=scores_prefix,
         )
         scoring_seconds = time.time() - t0
@@ -193,30 +201,28 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         # Full judgments: relevant documents the first stage never retrieved count (recall,
         # MAP, nDCG's ideal ranking), exactly as trec_eval run on the files would count them.
         split_qrels = {q: qrels[q] for q in split_qids if qrels.get(q)}
-        measures = config["measures"]
-        level = config["relevance_level"]
+        measures = config.measures
+        level = config.relevance_level
         per_query = {
-            name: trec_eval.compute_metrics(
-                split_qrels, run, measures, relevance_level=level, complete=True
-            )
+            name: compute_metrics(split_qrels, run, measures, relevance_level=level, complete=True)
             for name, run in runs.items()
         }
-        aggregates = {name: trec_eval.mean_metrics(pq, measures) for name, pq in per_query.items()}
+        aggregates = {name: mean_metrics(pq, measures) for name, pq in per_query.items()}
         metric_names = list(aggregates["candidate"])
         comparisons = {
             reference: significance.compare_per_query(
                 per_query[reference],
                 per_query["candidate"],
                 metric_names,
-                trials=config["randomization_trials"],
-                seed=config["seed"],
+                trials=config.randomization_trials,
+                seed=config.seed,
             )
             for reference in ("first_stage", "baseline")
             if reference in per_query
         }
         # The reranker alone against the first stage too, for the report (never for blessing).
         reranker_comparisons = compare_reranker_alone(
-            per_query, metric_names, trials=config["randomization_trials"], seed=config["seed"]
+            per_query, metric_names, trials=config.randomization_trials, seed=config.seed
         )
         decision = blessing.decide(aggregates["candidate"], comparisons, config)
 
@@ -232,10 +238,10 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         run_artifact.set_string_custom_property("run_id", "candidate")
         run_artifact.set_int_custom_property("num_queries", len(split_qids))
 
-        main = config["main_metric"]
+        main = config.main_metric
         metrics = {
             "split": split,
-            "main_metric": main,
+            MAIN_METRIC: main,
             "relevance_level": level,
             "num_queries": len(split_qids),
             "num_judged_queries": len(split_qrels),
@@ -247,11 +253,11 @@ class Executor(base_beam_executor.BaseBeamExecutor):
             "reranker_comparisons": reranker_comparisons,
             "fusion": fusions["candidate"],
             "baseline_fusion": fusions.get("baseline"),
-            "blessed": decision.blessed,
+            BLESSED: decision.blessed,
             "reasons": decision.reasons,
             "checks": decision.checks,
             "thresholds": {
-                key: config.get(key)
+                key: getattr(config, key)
                 for key in (
                     "min_values",
                     "min_delta_vs_first_stage",
@@ -280,8 +286,8 @@ class Executor(base_beam_executor.BaseBeamExecutor):
             ),
         )
         write_text_atomic(os.path.join(evaluation.uri, METRICS_FILE), json.dumps(metrics, indent=2))
-        write_text_atomic(os.path.join(evaluation.uri, "report.md"), report.markdown(metrics))
-        write_text_atomic(os.path.join(evaluation.uri, "report.html"), html)
+        write_text_atomic(os.path.join(evaluation.uri, REPORT_MD_FILE), report.markdown(metrics))
+        write_text_atomic(os.path.join(evaluation.uri, REPORT_HTML_FILE), html)
         if report_artifact is not None:
             report_artifact.value = html  # one file at the URI: what the KFP UI renders
         # Kubeflow UI: the report as Markdown too, and the main measures as scalars.
@@ -299,8 +305,8 @@ class Executor(base_beam_executor.BaseBeamExecutor):
                 json.dumps(kfp_ui.scalars(metrics), indent=2),
             )
         # Headline numbers on the artifact itself, for MLMD queries and the KFP artifact view.
-        evaluation.set_int_custom_property("blessed", int(decision.blessed))
-        evaluation.set_string_custom_property("main_metric", main)
+        evaluation.set_int_custom_property(BLESSED, int(decision.blessed))
+        evaluation.set_string_custom_property(MAIN_METRIC, main)
         for name, values in aggregates.items():
             evaluation.set_float_custom_property(f"{name}_{main}", values[main])
 
@@ -312,7 +318,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
             ),
             "\n".join(decision.reasons or decision.checks) + "\n",
         )
-        blessing_artifact.set_int_custom_property("blessed", int(decision.blessed))
+        blessing_artifact.set_int_custom_property(BLESSED, int(decision.blessed))
         blessing_artifact.set_string_custom_property("current_model", model.uri)
         if baseline is not None:
             blessing_artifact.set_string_custom_property("baseline_model", baseline.path)

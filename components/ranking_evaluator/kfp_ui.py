@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from components.ranking_evaluator.constants import BLESSED, MAIN_METRIC
 from components.ranking_evaluator.report import LABELS
 
 # Measures shown as scalars, after the main metric, when the evaluator computed them.
@@ -27,9 +28,9 @@ def scalars(metrics: dict[str, Any]) -> dict[str, float]:
     """`"<measure> (<system>)" -> value` for the main measures of every evaluated system, plus
     the verdict (`blessed` 1/0) and the number of evaluated queries, from metrics.json."""
     aggregate = metrics["aggregate"]
-    measures = [metrics["main_metric"]]
+    measures = [metrics[MAIN_METRIC]]
     measures += [m for m in HEADLINE_MEASURES if m in aggregate["candidate"] and m not in measures]
-    values = {"blessed": float(metrics["blessed"]), "num_queries": float(metrics["num_queries"])}
+    values = {BLESSED: float(metrics[BLESSED]), "num_queries": float(metrics["num_queries"])}
     for system in (s for s in SYSTEM_LABELS if s in aggregate):
         for measure in measures:
             label = SYSTEM_LABELS[system]

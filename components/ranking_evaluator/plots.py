@@ -26,6 +26,8 @@ import matplotlib
 import tensorflow as tf
 from matplotlib.figure import Figure
 
+from rankcore.constants import TRAIN_RESULTS_FILE
+
 GAIN, LOSS, NEUTRAL = "#2a7", "#c33", "#888"
 RELEVANT, NON_RELEVANT = "#2a7", "#57a"
 MAX_LABELED_QUERIES = 60  # beyond this, bars carry no qid labels (the table lists the worst)
@@ -194,7 +196,7 @@ def read_train_results(model_run) -> dict | None:
     """train_results.json of the Trainer's model_run artifact (None: no artifact or file)."""
     if model_run is None:
         return None
-    path = os.path.join(model_run.uri, "train_results.json")
+    path = os.path.join(model_run.uri, TRAIN_RESULTS_FILE)
     if not tf.io.gfile.exists(path):
         return None
     with tf.io.gfile.GFile(path) as f:

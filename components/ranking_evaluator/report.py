@@ -8,6 +8,7 @@ import math
 from collections.abc import Sequence
 
 from components.ranking_evaluator import plots
+from components.ranking_evaluator.constants import BLESSED, MAIN_METRIC
 
 SYSTEMS = ("first_stage", "baseline", "reranker", "candidate")
 LABELS = {
@@ -86,7 +87,7 @@ def fusion_note(metrics: dict) -> str:
 
 def per_query_deltas(metrics: dict, reference: str = "first_stage") -> list[tuple]:
     """(qid, reference value, candidate value, delta) of the main metric, worst first."""
-    main = metrics["main_metric"]
+    main = metrics[MAIN_METRIC]
     cand = metrics["per_query"]["candidate"]
     ref = metrics["per_query"][reference]
     rows = [(q, ref[q][main], cand[q][main], cand[q][main] - ref[q][main]) for q in cand]
@@ -98,11 +99,11 @@ def _references(metrics: dict) -> list[str]:
 
 
 def _verdict(metrics: dict) -> str:
-    return "BLESSED" if metrics["blessed"] else "NOT BLESSED"
+    return "BLESSED" if metrics[BLESSED] else "NOT BLESSED"
 
 
 def markdown(metrics: dict) -> str:
-    main = metrics["main_metric"]
+    main = metrics[MAIN_METRIC]
     lines = [
         "# RankingEvaluator report",
         "",
@@ -153,7 +154,7 @@ def html(metrics: dict, figures: Sequence[tuple[str, str, str]] = ()) -> str:
     """A standalone page: verdict and reasons, summary table, `figures` (title, caption, inline
     SVG: plots.report_figures' training curves and score distributions), then per reference a
     per-query change plot and the worst queries."""
-    main = html_lib.escape(metrics["main_metric"])
+    main = html_lib.escape(metrics[MAIN_METRIC])
     verdict = _verdict(metrics)
     items = [f"<li class='fail'>failed: {html_lib.escape(r)}</li>" for r in metrics["reasons"]]
     items += [f"<li>passed: {html_lib.escape(r)}</li>" for r in metrics["checks"]]

@@ -30,13 +30,14 @@ from tfx.utils import io_utils
 from tfx_bsl.public.beam import run_inference
 from tfx_bsl.public.proto import model_spec_pb2
 
-# The exported model's signature over serialized tf.Examples (see trainer_module/export.py).
-SCORE_SIGNATURE = "score_examples"
-SCORE_OUTPUT = "score"
-# A dual encoder's embedding signatures (trainer_module/export.py DualEncoderModule).
-EMBED_QUERY_SIGNATURE = "embed_query_ids"
-EMBED_DOC_SIGNATURE = "embed_doc_ids"
-EMBED_OUTPUT = "embedding"
+from rankcore.constants import (
+    EMBED_DOC_SIGNATURE,
+    EMBED_QUERY_SIGNATURE,
+    EMBEDDING_OUTPUT,
+    SCORE_OUTPUT,
+    SCORE_SIGNATURE,
+)
+
 # Texts are grouped by (kind, length // LENGTH_BUCKET) before batching, then sorted by length
 # within a group, so a batch pads little and groups can go to different workers.
 LENGTH_BUCKET = 32
@@ -211,7 +212,7 @@ class _Embed(beam.DoFn):
         for row, (_, tokens) in enumerate(batch):
             ids[row, : len(tokens)] = tokens
         vectors = [
-            m.signatures[signature](ids=tf.constant(ids))[EMBED_OUTPUT].numpy()
+            m.signatures[signature](ids=tf.constant(ids))[EMBEDDING_OUTPUT].numpy()
             for m in self._loaded.models
         ]
         self._texts.inc(len(batch))

@@ -2,7 +2,7 @@
 
 Query-based metrics: the MetricsSpec must set `query_key` (the qid feature); TFMA then hands
 each query's examples to the combiner at once. Each query's run ({docid: prediction}) and
-judgments go through trec_eval.compute_metrics and the means through trec_eval.aggregate, the
+judgments go through rankcore.metrics.compute_metrics and the means through its aggregate, the
 code RankingEvaluator uses, so both report the same numbers (docs/evaluator.md, "TFMA").
 
     metrics_specs=[tfma.MetricsSpec(
@@ -36,7 +36,7 @@ from tensorflow_model_analysis.metrics import metric_types, metric_util
 from tensorflow_model_analysis.proto import config_pb2
 from tensorflow_model_analysis.utils import util
 
-from components.ranking_evaluator import trec_eval
+from rankcore.metrics import aggregate, compute_metrics, read_qrels, resolve_measures
 
 DEFAULT_MEASURES = ("map", "recip_rank", "mrr_cut_10", "P_5", "P_10", "recall_100", "ndcg_cut_10")
 PerQuery = dict[str, dict[str, float]]
@@ -44,14 +44,14 @@ PerQuery = dict[str, dict[str, float]]
 
 @functools.lru_cache(maxsize=4)
 def load_qrels(path: str) -> dict[str, dict[str, int]]:
-    """trec_eval.read_qrels for any tf.io.gfile path; read once per worker process."""
+    """rankcore.metrics.read_qrels for any tf.io.gfile path; read once per worker process."""
     if "://" not in path:
-        return trec_eval.read_qrels(path)
+        return read_qrels(path)
     local_dir = tempfile.mkdtemp(prefix="rankpipe-qrels-")
     try:
         local = os.path.join(local_dir, "qrels.txt")
         tf.io.gfile.copy(path, local)
-        return trec_eval.read_qrels(local)
+        return read_qrels(local)
     finally:
         shutil.rmtree(local_dir, ignore_errors=True)
 
@@ -63,9 +63,7 @@ def _text(value: Any) -> str:
 def measure_names(measures: Sequence[str]) -> list[str]:
     """trec_eval output names of `measures` that have a numeric mean (no runid/relstring)."""
     return [
-        m.name
-        for m in trec_eval.resolve_measures(list(measures))
-        if m.family not in ("runid", "relstring")
+        m.name for m in resolve_measures(list(measures)) if m.family not in ("runid", "relstring")
     ]
 
 
@@ -148,7 +146,7 @@ class _RankingCombiner(beam.CombineFn):
                 else np.ones(len(docids), dtype=bool)
             )
             judged = {d: int(round(g)) for d, g, k in zip(docids, gains, keep, strict=True) if k}
-        rows = trec_eval.compute_metrics(
+        rows = compute_metrics(
             {qid: judged}, {qid: run}, self._measures, relevance_level=self._relevance_level
         )
         return qid, rows.get(qid)  # None: no judgments, trec_eval skips the query
@@ -179,7 +177,7 @@ class _RankingCombiner(beam.CombineFn):
     def extract_output(self, accumulator: _Accumulator) -> dict[metric_types.MetricKey, float]:
         if not accumulator.per_query:
             return {key: float("nan") for key in self._keys}
-        summary = trec_eval.aggregate(accumulator.per_query)
+        summary = aggregate(accumulator.per_query)
         return {
             key: float(summary[name]) for key, name in zip(self._keys, self._names, strict=True)
         }
@@ -233,7 +231,7 @@ def _ranking_metrics(
 
 
 class RankingMetrics(metric_types.Metric):
-    """Any trec_eval measures (trec_eval.resolve_measures names), one TFMA metric each,
+    """Any trec_eval measures (rankcore.metrics.resolve_measures names), one TFMA metric each,
     named as trec_eval prints them: map, recip_rank, mrr_cut_10, P_5, recall_100, ndcg_cut_10.
 
     Args:

@@ -27,6 +27,8 @@ from tfx.proto import pusher_pb2
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import proto_utils
 
+from components.ranking_datagen.constants import SUMMARY_JSON
+from components.ranking_evaluator.constants import METRICS_FILE
 from components.ranking_pusher import model_card
 
 SAVED_MODEL_FILE = "saved_model.pb"
@@ -178,7 +180,7 @@ class Executor(pusher_executor.Executor):
         evaluation, evaluation_uri = None, None
         if input_dict.get(EVALUATION_KEY):
             evaluation_uri = artifact_utils.get_single_uri(input_dict[EVALUATION_KEY])
-            evaluation = _read_json(evaluation_uri, "metrics.json")
+            evaluation = _read_json(evaluation_uri, METRICS_FILE)
             # The card must describe the evaluation of this model, not of another one.
             if evaluation is not None and evaluation.get("model") not in (None, model.uri):
                 raise ValueError(
@@ -188,7 +190,7 @@ class Executor(pusher_executor.Executor):
         summary = None
         if input_dict.get(DATAGEN_SUMMARY_KEY):
             summary = _read_json(
-                artifact_utils.get_single_uri(input_dict[DATAGEN_SUMMARY_KEY]), "summary.json"
+                artifact_utils.get_single_uri(input_dict[DATAGEN_SUMMARY_KEY]), SUMMARY_JSON
             )
         config = json.loads(exec_properties.get(MODEL_CARD_CONFIG_KEY) or "null")
         pushed_at = datetime.datetime.now(datetime.timezone.utc)

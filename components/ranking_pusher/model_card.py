@@ -6,6 +6,9 @@ import datetime
 import json
 from typing import Any
 
+from components.ranking_evaluator.constants import BLESSED, MAIN_METRIC
+from rankcore.constants import RANK_SIGNATURE, SCORE_SIGNATURE, SERVING_SIGNATURE
+
 CARD_MD, CARD_JSON = "model_card.md", "model_card.json"
 # The measures the card's table leads with (then the rest of the evaluation's measures).
 _CONFIG_SECTIONS = ("collection", "datagen", "trainer", "evaluator")
@@ -45,9 +48,9 @@ def build(
         "pipeline_name": config.get("runner", {}).get("pipeline_name"),
         "model": {"uri": model_uri, "mlmd_id": model_id},
         "signatures": {
-            "serving_default": "query: string [N], document: string [N] -> score: float32 [N]",
-            "score_examples": "examples: serialized tf.Example string [N] -> score: float32 [N]",
-            "rank_candidates": "query: string [], documents: string [N], first_stage_scores: "
+            SERVING_SIGNATURE: "query: string [N], document: string [N] -> score: float32 [N]",
+            SCORE_SIGNATURE: "examples: serialized tf.Example string [N] -> score: float32 [N]",
+            RANK_SIGNATURE: "query: string [], documents: string [N], first_stage_scores: "
             "float32 [N] -> fused_score, reranker_score: float32 [N]",
         },
         # First-stage fusion the model ranks with (alpha, how it was chosen), or None.
@@ -62,8 +65,8 @@ def build(
             "split": evaluation["split"],
             "num_queries": evaluation["num_queries"],
             "candidates_scored": evaluation["candidates_scored"],
-            "main_metric": evaluation["main_metric"],
-            "blessed": evaluation["blessed"],
+            MAIN_METRIC: evaluation[MAIN_METRIC],
+            BLESSED: evaluation[BLESSED],
             "checks": evaluation["checks"],
             "reasons": evaluation["reasons"],
             "thresholds": evaluation.get("thresholds"),

@@ -16,7 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from components.ranking_datagen.constants import SUMMARY_JSON
+from components.ranking_evaluator.constants import BLESSED, MAIN_METRIC
 from pipelines.mlmd_read import output_artifacts, prop
+from rankcore.constants import TRAIN_RESULTS_FILE
 
 
 @dataclass(frozen=True)
@@ -54,7 +57,7 @@ def datagen_figure(summary: dict) -> str:
 
 
 def _trainer_figure(model_run: Any) -> str:
-    r = _read_json(os.path.join(model_run.uri, "train_results.json"))
+    r = _read_json(os.path.join(model_run.uri, TRAIN_RESULTS_FILE))
     if r.get("final_metric") is None:
         return f"{r['steps']} steps"
     return (
@@ -64,8 +67,8 @@ def _trainer_figure(model_run: Any) -> str:
 
 
 def _evaluator_figure(evaluation: Any) -> str:
-    main = prop(evaluation, "main_metric")
-    verdict = "BLESSED" if prop(evaluation, "blessed") == 1 else "NOT BLESSED"
+    main = prop(evaluation, MAIN_METRIC)
+    verdict = "BLESSED" if prop(evaluation, BLESSED) == 1 else "NOT BLESSED"
     return (
         f"{main} {prop(evaluation, f'candidate_{main}'):.4f} vs first stage "
         f"{prop(evaluation, f'first_stage_{main}'):.4f}: {verdict}"
@@ -80,7 +83,7 @@ def _pusher_figure(pushed: Any) -> str:
 
 DATAGEN = KeyFigure(
     "rankpipe.DatagenSummary",
-    lambda summary: datagen_figure(_read_json(os.path.join(summary.uri, "summary.json"))),
+    lambda summary: datagen_figure(_read_json(os.path.join(summary.uri, SUMMARY_JSON))),
 )
 TRAINER = KeyFigure("ModelRun", _trainer_figure)
 EVALUATOR = KeyFigure("ModelEvaluation", _evaluator_figure)

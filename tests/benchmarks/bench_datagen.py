@@ -105,7 +105,8 @@ def synthetic_collection(out_dir: Path, num_docs: int, num_queries: int, seed: i
 
 
 def collection_configs(name: str, data_dir: str | None) -> tuple[dict, dict]:
-    from pipelines.config import CollectionConfig, DatagenConfig, load_config
+    from components.ranking_datagen.config import CollectionConfig, DatagenConfig
+    from pipelines.config import load_config
 
     if name == "cranfield":
         os.environ.setdefault("RANKPIPE_SHARED_DATA", str(SHARED))

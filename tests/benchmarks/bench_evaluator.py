@@ -41,9 +41,10 @@ from tfx.dsl.components.base import base_beam_executor  # noqa: E402
 from tfx.types import artifact_utils, standard_artifacts  # noqa: E402
 
 from components import artifacts  # noqa: E402
-from components.ranking_evaluator import executor, scoring  # noqa: E402
+from components.ranking_evaluator import constants, executor, scoring  # noqa: E402
 from components.ranking_evaluator.component import HtmlReport  # noqa: E402
-from pipelines.config import EvaluatorConfig  # noqa: E402
+from components.ranking_evaluator.config import EvaluatorConfig  # noqa: E402
+from rankcore.constants import SCORE_SIGNATURE  # noqa: E402
 
 PIPELINE_NAME = "bench-evaluator"
 SPLIT = "test"
@@ -160,7 +161,7 @@ def time_executor(uris: dict[str, str], mode: str, tmp: Path) -> tuple[float, di
     t0 = time.perf_counter()
     executor.Executor(context).Do(inputs, outputs, {"evaluator": json.dumps(config)})
     seconds = time.perf_counter() - t0
-    with open(base / "evaluation" / executor.METRICS_FILE) as f:
+    with open(base / "evaluation" / constants.METRICS_FILE) as f:
         return seconds, json.load(f)
 
 
@@ -169,7 +170,7 @@ def time_signature(model_dir: str, examples_uri: str, batch_size: int) -> tuple[
         r.numpy()
         for r in tf.data.TFRecordDataset(split_files(examples_uri), compression_type="GZIP")
     ]
-    fn = tf.saved_model.load(model_dir).signatures[scoring.SCORE_SIGNATURE]
+    fn = tf.saved_model.load(model_dir).signatures[SCORE_SIGNATURE]
     fn(examples=tf.constant(records[:batch_size]))  # trace/warm up
     t0 = time.perf_counter()
     for i in range(0, len(records), batch_size):

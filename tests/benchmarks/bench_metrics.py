@@ -32,7 +32,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT))
 
 from components.ranking_evaluator import eval_cli  # noqa: E402
-from components.ranking_evaluator.trec_eval import aggregate, compute_metrics  # noqa: E402
+from rankcore.metrics import aggregate, compute_metrics  # noqa: E402
 
 # The ranking evaluator's measures. pytrec_eval has no mrr_cut_10; its direct path
 # computes recip_rank, from which ours derives mrr_cut_10.

@@ -49,10 +49,12 @@ from bench_common import readonly_store, run_cranfield_pipeline  # noqa: E402
 
 from components.ranking_datagen import readers  # noqa: E402
 from components.ranking_evaluator import scoring  # noqa: E402
-from pipelines.config import BeamConfig, installed_minilm_dir  # noqa: E402
-from trainer_module import fusion, validation  # noqa: E402
+from pipelines.config import BeamConfig  # noqa: E402
+from rankcore import fusion  # noqa: E402
+from trainer_module import validation  # noqa: E402
 from trainer_module.config import TrainerConfig  # noqa: E402
 from trainer_module.models import build_model  # noqa: E402
+from trainer_module.pretrained import installed_minilm_dir  # noqa: E402
 from trainer_module.run_fn import read_vocab  # noqa: E402
 
 MAX_Q, MAX_D = 32, 192  # cranfield.yaml datagen.max_query_length / max_doc_length

@@ -58,7 +58,7 @@ import tf_keras as keras  # noqa: E402
 from bench_common import readonly_store, run_cranfield_pipeline  # noqa: E402
 
 from components import artifacts  # noqa: E402
-from components.ranking_evaluator import trec_eval  # noqa: E402
+from rankcore.metrics import compute_metrics, mean_metrics, rank_documents, read_qrels, read_run  # noqa: E402
 from trainer_module import inputs  # noqa: E402
 from trainer_module.config import TrainerConfig  # noqa: E402
 from trainer_module.models import bert as bert_model  # noqa: E402
@@ -161,10 +161,8 @@ class Data:
         self.dev = [os.path.join(ex, "Split-dev", "*")]
         self.test = [os.path.join(ex, "Split-test", "*")]
         self.vocab = read_vocab(self.uris["transform_graph"])
-        self.qrels = trec_eval.read_qrels(os.path.join(self.uris["qrels"], artifacts.QRELS_FILE))
-        self.first_stage = trec_eval.read_run(
-            os.path.join(self.uris["first_stage_run"], artifacts.RUN_FILE)
-        )
+        self.qrels = read_qrels(os.path.join(self.uris["qrels"], artifacts.QRELS_FILE))
+        self.first_stage = read_run(os.path.join(self.uris["first_stage_run"], artifacts.RUN_FILE))
         self.group_size = inputs.peek_group_size(self.train)
         self.test_run: dict[str, dict[str, float]] | None = None
 
@@ -491,7 +489,7 @@ def candidate_batches(data: Data, depth: int, batch_size: int) -> tf.data.Datase
 
 
 def top(docs: dict[str, float], depth: int) -> list[str]:
-    return trec_eval.rank_documents(docs)[:depth]
+    return rank_documents(docs)[:depth]
 
 
 def rerank(score_fn, data: Data, depth: int, batch_size: int = 64) -> tuple[dict, float, int]:
@@ -517,8 +515,8 @@ def rerank(score_fn, data: Data, depth: int, batch_size: int = 64) -> tuple[dict
 def evaluate(data: Data, run: dict[str, dict[str, float]]) -> dict[str, float]:
     """As the evaluator does: the split's queries against the full qrels (trec_eval -c)."""
     qrels = {q: data.qrels[q] for q in run if data.qrels.get(q)}
-    per_query = trec_eval.compute_metrics(qrels, run, MEASURES, relevance_level=1, complete=True)
-    return trec_eval.mean_metrics(per_query, MEASURES)
+    per_query = compute_metrics(qrels, run, MEASURES, relevance_level=1, complete=True)
+    return mean_metrics(per_query, MEASURES)
 
 
 def first_stage_run(data: Data) -> dict[str, dict[str, float]]:

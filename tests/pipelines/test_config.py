@@ -16,7 +16,7 @@ from pipelines.config import (
     PipelineConfig,
     load_config,
 )
-from pipelines.config_loader import ConfigError
+from rankcore.config_loader import ConfigError
 
 SHIPPED = sorted(CONFIG_DIR.glob("*.yaml"))
 

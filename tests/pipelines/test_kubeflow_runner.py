@@ -22,7 +22,7 @@ from kfp.pipeline_spec import pipeline_spec_pb2
 
 from pipelines import cli, kubeflow_runner
 from pipelines.config import CONFIG_DIR, REPO_ROOT, load_config
-from pipelines.config_loader import ConfigError
+from rankcore.config_loader import ConfigError
 
 # Everything a shipped config points at, moved to a bucket (what a Kubeflow user passes).
 CLUSTER = [

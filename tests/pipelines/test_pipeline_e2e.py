@@ -20,8 +20,8 @@ from ml_metadata import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
 from components.ranking_datagen import readers
-from components.ranking_evaluator import trec_eval
 from pipelines.config import load_config
+from rankcore.metrics import read_run
 
 pytestmark = pytest.mark.e2e
 
@@ -215,8 +215,8 @@ def test_blessing_and_push_serve_raw_text(e2e, shared_data: Path) -> None:
 
     # Its rank_candidates signature fuses one query's candidates with their first-stage scores
     # exactly as the evaluator fused them (candidate.run), at the alpha the Trainer chose.
-    fused_run = trec_eval.read_run(os.path.join(evaluation.uri, "candidate.run"))
-    first_stage = trec_eval.read_run(os.path.join(evaluation.uri, "first_stage.run"))
+    fused_run = read_run(os.path.join(evaluation.uri, "candidate.run"))
+    first_stage = read_run(os.path.join(evaluation.uri, "first_stage.run"))
     for qid in sorted(fused_run)[:3]:
         docids = sorted(fused_run[qid])
         out = model.signatures["rank_candidates"](

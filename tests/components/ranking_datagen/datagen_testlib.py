@@ -22,7 +22,8 @@ from typing import Any
 
 import tensorflow as tf
 
-from pipelines.config import CollectionConfig, DatagenConfig, load_config
+from components.ranking_datagen.config import CollectionConfig, DatagenConfig
+from pipelines.config import load_config
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 IN_MEMORY = ["--direct_running_mode=in_memory"]
@@ -358,9 +359,7 @@ def tiny_configs(
 
 
 def _build_datagen(cfg: dict) -> DatagenConfig:
-    from pipelines import config_loader
-
-    return config_loader.build(DatagenConfig, cfg, "<test>")
+    return DatagenConfig.from_dict(cfg)
 
 
 def named_config(name: str, *overrides: str) -> tuple[dict, dict]:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from components.ranking_evaluator.blessing import decide
+from components.ranking_evaluator.config import EvaluatorConfig
 
 
 def stats(delta: float, p: float = 0.01) -> dict:
     return {"mean_delta": delta, "randomization_p": p, "ttest_p": p}
 
 
-def config(**overrides) -> dict:
+def config(**overrides) -> EvaluatorConfig:
     base = {
         "main_metric": "ndcg_cut_10",
         "min_values": {},
@@ -18,7 +19,7 @@ def config(**overrides) -> dict:
         "require_significance": False,
         "significance_level": 0.05,
     }
-    return {**base, **overrides}
+    return EvaluatorConfig(**{**base, **overrides})
 
 
 AGG = {"ndcg_cut_10": 0.42, "map": 0.30}

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from components.ranking_evaluator.eval_cli import compare_main, eval_main
-from components.ranking_evaluator.trec_eval import rank_documents, read_qrels, read_run
+from rankcore.metrics import rank_documents, read_qrels, read_run
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
@@ -58,8 +58,8 @@ def test_qrels_with_comments_reproduce_out_test(
 
 def test_all_trec_reproduces_out_test_a(ref: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # Whole-output equality, including iprec_at_recall_0.10/0.60 and 11pt_avg, where
-    # pytrec_eval's older trec_eval alone would print 0.3884/0.0822/0.1958 (see
-    # test_trec_eval.py::test_pytrec_eval_alone_differs_from_v10_exactly_here).
+    # pytrec_eval's older trec_eval alone would print 0.3884/0.0822/0.1958 (see tests/rankcore/
+    # metrics/test_trec_eval.py::test_pytrec_eval_alone_differs_from_v10_exactly_here).
     rc, out, _ = run_eval(capsys, "-m", "all_trec", ref / "qrels.test", ref / "results.test")
     assert rc == 0
     assert out == (ref / "out.test.a").read_text()

@@ -17,9 +17,10 @@ from tfx.dsl.components.base import base_beam_executor
 from tfx.types import artifact_utils, standard_artifacts
 
 from components import artifacts
-from components.ranking_evaluator import executor, significance, tfma_metrics, trec_eval
+from components.ranking_evaluator import executor, significance, tfma_metrics
 from components.ranking_evaluator.component import HtmlReport
-from trainer_module import fusion
+from rankcore import fusion
+from rankcore.metrics import compute_metrics, mean_metrics, rank_documents, read_qrels, read_run
 
 pytestmark = pytest.mark.e2e
 
@@ -61,10 +62,10 @@ def test_first_run_scores_every_candidate_and_writes_runs(
     assert metrics["candidates_scored"] == sum(map(len, expected.values()))
     assert metrics["first_stage_candidates_without_example"] == 0
 
-    candidate = trec_eval.read_run(ev / "candidate.run")
-    first_stage = trec_eval.read_run(ev / "first_stage.run")
+    candidate = read_run(ev / "candidate.run")
+    first_stage = read_run(ev / "first_stage.run")
     assert {q: set(d) for q, d in candidate.items()} == expected
-    full_first_stage = trec_eval.read_run(inputs["first_stage"])
+    full_first_stage = read_run(inputs["first_stage"])
     assert first_stage == {q: full_first_stage[q] for q in expected}
     assert not (ev / "baseline.run").exists()
     # The demo config fuses with the first stage (trainer.fusion: tuned): candidate.run is the
@@ -82,20 +83,17 @@ def test_first_run_scores_every_candidate_and_writes_runs(
             qid, _, docid, rank, _, _ = line.split()
             assert int(rank) == len(ranked[qid]) + 1
             ranked[qid].append(docid)
-        run = trec_eval.read_run(ev / name)
-        assert all(ranked[q] == trec_eval.rank_documents(run[q]) for q in run)
+        run = read_run(ev / name)
+        assert all(ranked[q] == rank_documents(run[q]) for q in run)
     # The TrecRun artifact is the candidate run.
     assert (
         Path(run1.candidate_run.uri, artifacts.RUN_FILE).read_bytes()
         == (ev / "candidate.run").read_bytes()
     )
     # A reranker that ignores the text would leave the first stage's order: this one did not.
-    reranker = trec_eval.read_run(ev / "reranker.run")
+    reranker = read_run(ev / "reranker.run")
     assert {q: set(d) for q, d in reranker.items()} == expected
-    assert any(
-        trec_eval.rank_documents(reranker[q]) != trec_eval.rank_documents(first_stage[q])
-        for q in reranker
-    )
+    assert any(rank_documents(reranker[q]) != rank_documents(first_stage[q]) for q in reranker)
     # candidate.run is the reranker's run fused with the first stage's at the model's alpha.
     fused = fusion.fuse_run(reranker, first_stage, metrics["fusion"]["alpha"])
     for qid, docs in fused.items():
@@ -108,16 +106,16 @@ def test_metrics_are_trec_eval_on_the_run_files_with_full_qrels(
     metrics = pipeline_runs.first.metrics
     ev = Path(pipeline_runs.first.evaluation.uri)
     measures = metrics["aggregate"]["candidate"].keys()
-    qrels = trec_eval.read_qrels(inputs["qrels"])
+    qrels = read_qrels(inputs["qrels"])
     split_qrels = {q: qrels[q] for q in metrics["per_query"]["candidate"]}
     for system in ("candidate", "first_stage"):
-        run = trec_eval.read_run(ev / f"{system}.run")
-        per_query = trec_eval.compute_metrics(split_qrels, run, list(measures), complete=True)
+        run = read_run(ev / f"{system}.run")
+        per_query = compute_metrics(split_qrels, run, list(measures), complete=True)
         assert per_query == metrics["per_query"][system]
-        assert trec_eval.mean_metrics(per_query, list(measures)) == metrics["aggregate"][system]
+        assert mean_metrics(per_query, list(measures)) == metrics["aggregate"][system]
     # Relevant documents outside the candidates count: recall stays below 1 where the first
     # stage missed some, and equals the retrieved share of all relevant documents.
-    run = trec_eval.read_run(ev / "candidate.run")
+    run = read_run(ev / "candidate.run")
     partial = [
         q
         for q, judged in split_qrels.items()
@@ -202,8 +200,8 @@ def test_second_run_compares_against_the_model_the_first_pushed(pipeline_runs: D
     assert metrics["runs"]["baseline"] == "baseline.run"
     # The baseline is the first run's model on the same candidates: its run is the first
     # run's candidate run (up to float noise), and so are its metrics.
-    baseline = trec_eval.read_run(ev2 / "baseline.run")
-    earlier = trec_eval.read_run(Path(run1.evaluation.uri) / "candidate.run")
+    baseline = read_run(ev2 / "baseline.run")
+    earlier = read_run(Path(run1.evaluation.uri) / "candidate.run")
     assert baseline.keys() == earlier.keys()
     for qid in earlier:
         assert baseline[qid] == pytest.approx(earlier[qid], rel=1e-5, abs=1e-6)
@@ -304,8 +302,8 @@ def test_executor_rejects_with_reasons(
     assert blessing.get_int_custom_property("blessed") == 0
     assert "NOT BLESSED" in Path(outputs["report"][0].uri).read_text()
     # Batches of 7 (a partial one at the end) give the pipeline's scores and metrics.
-    scores = trec_eval.read_run(tmp_path / "evaluation" / "candidate.run")
-    earlier = trec_eval.read_run(Path(run1.evaluation.uri) / "candidate.run")
+    scores = read_run(tmp_path / "evaluation" / "candidate.run")
+    earlier = read_run(Path(run1.evaluation.uri) / "candidate.run")
     assert scores.keys() == earlier.keys()
     for qid in earlier:
         assert scores[qid] == pytest.approx(earlier[qid], rel=1e-5, abs=1e-6)

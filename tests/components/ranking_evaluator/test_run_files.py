@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 import tensorflow as tf
 
-from components.ranking_evaluator import scoring, trec_eval
+from components.ranking_evaluator import scoring
 from components.ranking_evaluator.executor import write_trec_run
+from rankcore.metrics import rank_documents, read_run
 
 
 def read_lines(path: Path) -> list[list[str]]:
@@ -31,10 +32,10 @@ def test_ranks_follow_scores_then_docno_descending(tmp_path: Path) -> None:
     ]  # fmt: skip
     assert {line[5] for line in lines} == {"cand"}
     # The rank column is exactly trec_eval's order for the scores in the file.
-    back = trec_eval.read_run(path)
+    back = read_run(path)
     for qid, docs in back.items():
         ranked = [line[2] for line in lines if line[0] == qid]
-        assert ranked == trec_eval.rank_documents(docs)
+        assert ranked == rank_documents(docs)
 
 
 def test_scores_round_trip_exactly(tmp_path: Path) -> None:
@@ -43,7 +44,7 @@ def test_scores_round_trip_exactly(tmp_path: Path) -> None:
     run = {"q": {f"d{i}": s for i, s in enumerate(scores)}}
     path = tmp_path / "run.txt"
     write_trec_run(str(path), run, "r")
-    assert trec_eval.read_run(path) == run
+    assert read_run(path) == run
     assert [line[2] for line in read_lines(path)] == ["d1", "d0", "d2"]
 
 

@@ -1,5 +1,5 @@
 """The TFMA custom metrics, run by TFMA itself (query_key grouping) on real Cranfield data, give
-trec_eval.compute_metrics' values."""
+rankcore.metrics.compute_metrics' values."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import pytest
 import tensorflow as tf
 import tensorflow_model_analysis as tfma
 
-from components.ranking_evaluator import tfma_metrics, trec_eval
+from components.ranking_evaluator import tfma_metrics
+from rankcore.metrics import compute_metrics, mean_metrics, read_run
 
 MODULE = "components.ranking_evaluator.tfma_metrics"
 QUERIES = [str(q) for q in range(1, 11)]  # ten Cranfield queries, 100 Lucene candidates each
@@ -30,7 +31,7 @@ def read_cranqrel(path: Path) -> dict[str, dict[str, int]]:
 def cranfield(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
     cran = shared_data / "cranfield"
     qrels = read_cranqrel(cran / "cranqrel")
-    run = trec_eval.read_run(cran / "runs" / "lucene-english-100.run")
+    run = read_run(cran / "runs" / "lucene-english-100.run")
     run = {q: run[q] for q in QUERIES}
     tmp = tmp_path_factory.mktemp("tfma")
     data = tmp / "examples.tfrecord"
@@ -105,9 +106,7 @@ def test_tfma_equals_trec_eval_with_full_qrels(cranfield: dict) -> None:
     )
     all_measures = [*MEASURES, "ndcg_cut_5", "ndcg_cut_20", "mrr_cut_3"]
     qrels = {q: cranfield["qrels"][q] for q in QUERIES}
-    expected = trec_eval.mean_metrics(
-        trec_eval.compute_metrics(qrels, cranfield["run"], all_measures), all_measures
-    )
+    expected = mean_metrics(compute_metrics(qrels, cranfield["run"], all_measures), all_measures)
     # Same per-query code and the same summation order: equal to the last bit.
     assert got == expected
     # Relevant documents Lucene never retrieved count: recall below 1 somewhere.
@@ -131,9 +130,7 @@ def test_tfma_from_example_labels_judges_only_the_candidates(cranfield: dict) ->
         q: {d: g for d, g in cranfield["qrels"][q].items() if d in cranfield["run"][q]}
         for q in QUERIES
     }
-    expected = trec_eval.mean_metrics(
-        trec_eval.compute_metrics(retrieved_qrels, cranfield["run"], MEASURES), MEASURES
-    )
+    expected = mean_metrics(compute_metrics(retrieved_qrels, cranfield["run"], MEASURES), MEASURES)
     assert got == expected
 
 

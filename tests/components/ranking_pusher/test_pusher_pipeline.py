@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from demo_pipeline import DemoRuns
 
-from components.ranking_evaluator import trec_eval
+from rankcore.metrics import read_run
 
 pytestmark = pytest.mark.e2e
 
@@ -115,7 +115,7 @@ def test_pushed_model_scores_raw_text_like_the_evaluator(
     strings; the scores equal the ones in the evaluator's run for the same pairs (the reranker
     alone: the demo fuses, so candidate.run is the fused ranking)."""
     run = pipeline_runs.second
-    evaluated = trec_eval.read_run(Path(run.evaluation.uri) / "reranker.run")
+    evaluated = read_run(Path(run.evaluation.uri) / "reranker.run")
     queries = read_jsonl(pipeline_runs.collection / "queries.jsonl")
     docs = read_jsonl(pipeline_runs.collection / "corpus.jsonl")
 

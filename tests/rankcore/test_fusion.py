@@ -1,4 +1,4 @@
-"""trainer_module/fusion.py on hand-computed values: the alpha a model carries is the alpha its
+"""rankcore/fusion.py on hand-computed values: the alpha a model carries is the alpha its
 fused scores use (the Trainer tunes it, the evaluator and the SavedModel apply it)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from trainer_module import fusion
+from rankcore import fusion
 
 # One query, three candidates. minmax(reranker) = (0, 0.5, 1), minmax(first stage) = (1, 0.5, 0).
 RERANKER = {"q": {"a": 1.0, "b": 2.0, "c": 3.0}}

@@ -10,6 +10,8 @@ RankingEvaluator fuses with `fuse_run`, and the SavedModel's `rank_candidates` s
 (trainer_module/export.py) fuses in-graph in float64.
 
 Written by hand: the interpolation is three lines, and ir-measures/pytrec_eval have no fusion.
+In rankcore because both the Trainer (trainer_module) and the RankingEvaluator (components)
+use it, and those two never import each other.
 """
 
 from __future__ import annotations

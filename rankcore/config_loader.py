@@ -4,6 +4,9 @@ Every failure is a `ConfigError` whose one-line message names the file and the d
 typo fails before any component runs. Written by hand (rather than with pydantic) because the
 TFX stack pins an older pydantic major for some of its dependencies and because the rules here are
 small: dataclasses of scalars, lists, optionals and nested dataclasses.
+
+In rankcore because each config lives beside its owner (pipelines/config.py, trainer_module/
+config.py, the components' config.py) and every one is built with this same loader.
 """
 
 from __future__ import annotations
@@ -175,3 +178,15 @@ def load_yaml(path: Path) -> dict:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
     return data
+
+
+def one_of(name: str, value: str, choices: tuple[str, ...]) -> None:
+    """A config check for `__post_init__`: `value` must be one of `choices`."""
+    if value not in choices:
+        raise ValueError(f"{name}: {value!r} is not one of {', '.join(choices)}")
+
+
+def positive(name: str, value: float) -> None:
+    """A config check for `__post_init__`: `value` must be > 0."""
+    if value <= 0:
+        raise ValueError(f"{name}: must be > 0, got {value}")

@@ -1,4 +1,7 @@
-"""Whole-file writes that a reader never sees half done."""
+"""Whole-file writes that a reader never sees half done.
+
+In rankcore because components and pipelines both write artifacts and reports this way.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""trec_eval.py: readers, ranking, measures and aggregation against trec_eval v10.
+"""rankcore.metrics: readers, ranking, measures and aggregation against trec_eval v10.
 
 Expected values come from trec_eval v10's reference outputs in shared/data/trec_eval
 (out.test, out.test.a) or from the straightforward re-implementations below.
@@ -12,10 +12,9 @@ from pathlib import Path
 import pytest
 import pytrec_eval
 
-from components.ranking_evaluator.trec_eval import (
+from rankcore.metrics import (
     MIN_GEO_MEAN,
     MalformedLineError,
-    _lround,
     aggregate,
     compute_metrics,
     mean_metrics,
@@ -29,6 +28,7 @@ from components.ranking_evaluator.trec_eval import (
     resolve_measures,
     truncate_run,
 )
+from rankcore.metrics.own import _lround
 
 # --------------------------------------------------------------------------- helpers
 
