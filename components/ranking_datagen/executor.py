@@ -32,6 +32,8 @@ from tfx.dsl.components.base import base_beam_executor
 from tfx.types import artifact_utils
 
 from components import artifacts
+from components.executor_types import Artifacts
+from components.executor_types import ExecProperties as Props
 from components.ranking_datagen import (
     candidates,
     outputs,
@@ -52,12 +54,7 @@ OUTPUT_KEYS = ("examples", "transform_graph", "vocabulary", "qrels", "first_stag
 class Executor(base_beam_executor.BaseBeamExecutor):
     """Runs RankingDataGen; see the module docstring."""
 
-    def Do(
-        self,
-        input_dict: dict[str, list[types.Artifact]],
-        output_dict: dict[str, list[types.Artifact]],
-        exec_properties: dict[str, Any],
-    ) -> None:
+    def Do(self, input_dict: Artifacts, output_dict: Artifacts, exec_properties: Props) -> None:
         out = {name: artifact_utils.get_single_instance(output_dict[name]) for name in OUTPUT_KEYS}
         work_dir = os.path.join(self._get_tmp_dir(), "ranking_datagen")
         try:

@@ -137,14 +137,7 @@ def _render_eval(args: argparse.Namespace) -> str:
 
 def eval_main(argv: list[str]) -> int:
     """`rankpipe eval QRELS RUN [-q] [-m MEASURE ...] [-l LEVEL] [-c] [-M N] [-J] [-n]`."""
-    try:
-        args = _eval_parser().parse_args(argv)
-    except _UsageError as exc:
-        print(f"rankpipe eval: {exc}", file=sys.stderr)
-        return 2
-    except SystemExit as exc:  # -h
-        return int(exc.code or 0)
-    return _run("eval", lambda: sys.stdout.write(_render_eval(args)))
+    return _run("eval", _eval_parser, _render_eval, argv)
 
 
 def _render_compare(args: argparse.Namespace) -> str:
@@ -187,19 +180,25 @@ def _format_p(p: float) -> str:
 
 def compare_main(argv: list[str]) -> int:
     """`rankpipe compare QRELS RUN_A RUN_B -m MEASURE [-m ...] [--seed S] [--trials N]`."""
+    return _run("compare", _compare_parser, _render_compare, argv)
+
+
+def _run(
+    command: str,
+    parser: Callable[[], argparse.ArgumentParser],
+    render: Callable[[argparse.Namespace], str],
+    argv: list[str],
+) -> int:
+    """Parses `argv`, prints `render(args)`; usage and input errors exit 2 with one line."""
     try:
-        args = _compare_parser().parse_args(argv)
+        args = parser().parse_args(argv)
     except _UsageError as exc:
-        print(f"rankpipe compare: {exc}", file=sys.stderr)
+        print(f"rankpipe {command}: {exc}", file=sys.stderr)
         return 2
     except SystemExit as exc:  # -h
         return int(exc.code or 0)
-    return _run("compare", lambda: sys.stdout.write(_render_compare(args)))
-
-
-def _run(command: str, render: Callable[[], object]) -> int:
     try:
-        render()
+        sys.stdout.write(render(args))
     except MalformedLineError as exc:
         print(f"rankpipe {command}: {exc}", file=sys.stderr)
         return 2

@@ -21,15 +21,15 @@ import shutil
 import tempfile
 import time
 import uuid
-from typing import Any
 
 import tensorflow as tf
-from tfx import types
 from tfx.dsl.components.base import base_beam_executor
 from tfx.types import artifact_utils
 from tfx.utils import path_utils
 
 from components import artifacts
+from components.executor_types import Artifacts
+from components.executor_types import ExecProperties as Props
 from components.ranking_evaluator import (
     blessing,
     kfp_ui,
@@ -109,12 +109,7 @@ def compare_reranker_alone(
 
 
 class Executor(base_beam_executor.BaseBeamExecutor):
-    def Do(
-        self,
-        input_dict: dict[str, list[types.Artifact]],
-        output_dict: dict[str, list[types.Artifact]],
-        exec_properties: dict[str, Any],
-    ) -> None:
+    def Do(self, input_dict: Artifacts, output_dict: Artifacts, exec_properties: Props) -> None:
         start = time.time()
         config = EvaluatorConfig.from_dict(json.loads(exec_properties["evaluator"]))
         split = config.split

@@ -21,12 +21,13 @@ from collections.abc import Callable
 from typing import Any
 
 import tensorflow as tf
-from tfx import types
 from tfx.components.pusher import executor as pusher_executor
 from tfx.proto import pusher_pb2
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import proto_utils
 
+from components.executor_types import Artifacts
+from components.executor_types import ExecProperties as Props
 from components.ranking_datagen.constants import SUMMARY_JSON
 from components.ranking_evaluator.constants import METRICS_FILE
 from components.ranking_pusher import model_card
@@ -148,12 +149,7 @@ def _read_json(uri: str, name: str) -> dict[str, Any] | None:
 class Executor(pusher_executor.Executor):
     """Pushes blessed models to `<base_directory>/<version>/` with model_card.md/.json."""
 
-    def Do(
-        self,
-        input_dict: dict[str, list[types.Artifact]],
-        output_dict: dict[str, list[types.Artifact]],
-        exec_properties: dict[str, Any],
-    ) -> None:
+    def Do(self, input_dict: Artifacts, output_dict: Artifacts, exec_properties: Props) -> None:
         self._log_startup(input_dict, output_dict, exec_properties)
         pushed = artifact_utils.get_single_instance(
             output_dict[standard_component_specs.PUSHED_MODEL_KEY]

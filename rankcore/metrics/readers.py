@@ -9,9 +9,14 @@ formats: the evaluator, the Trainer's validation and `rankpipe eval` all read th
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from os import PathLike
+from typing import TypeVar
 
 __all__ = ["MalformedLineError", "read_qrels", "read_run", "read_run_with_runid", "read_runid"]
+
+
+N = TypeVar("N", int, float)
 
 
 class MalformedLineError(ValueError):
@@ -29,6 +34,38 @@ def _decode(raw: bytes, path: str | PathLike[str], line_no: int) -> str:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise MalformedLineError(path, line_no, f"not valid UTF-8 ({exc.reason})") from None
+
+
+def _number(
+    convert: Callable[[bytes], N],
+    raw: bytes,
+    name: str,
+    kind: str,
+    path: str | PathLike[str],
+    line_no: int,
+) -> N:
+    """`convert(raw)`, or MalformedLineError "NAME 'raw' is not KIND" naming the line."""
+    try:
+        return convert(raw)
+    except ValueError:
+        problem = f"{name} {_decode(raw, path, line_no)!r} is not {kind}"
+        raise MalformedLineError(path, line_no, problem) from None
+
+
+def _first_time(
+    first_seen: dict[tuple[str, str], int],
+    qid: str,
+    docno: str,
+    path: str | PathLike[str],
+    line_no: int,
+    problem: str,
+) -> None:
+    """Records where (qid, docno) was first seen; MalformedLineError naming that line when it
+    was seen before. `problem` is formatted with d=docno, q=qid."""
+    first = first_seen.setdefault((qid, docno), line_no)
+    if first != line_no:
+        message = problem.format(d=docno, q=qid)
+        raise MalformedLineError(path, line_no, f"{message} (first at line {first})")
 
 
 def read_qrels(path: str | PathLike[str]) -> dict[str, dict[str, int]]:
@@ -55,20 +92,11 @@ def read_qrels(path: str | PathLike[str]) -> dict[str, dict[str, int]]:
                 )
             qid = _decode(fields[0], path, line_no)
             docno = _decode(fields[2], path, line_no)
-            try:
-                rel = int(fields[3])
-            except ValueError:
-                problem = f"relevance {_decode(fields[3], path, line_no)!r} is not an integer"
-                raise MalformedLineError(path, line_no, problem) from None
-            judged = qrels.setdefault(qid, {})
-            if docno in judged:
-                first = first_seen[(qid, docno)]
-                problem = (
-                    f"duplicate judgment of {docno!r} for query {qid!r} (first at line {first})"
-                )
-                raise MalformedLineError(path, line_no, problem)
-            judged[docno] = rel
-            first_seen[(qid, docno)] = line_no
+            rel = _number(int, fields[3], "relevance", "an integer", path, line_no)
+            _first_time(
+                first_seen, qid, docno, path, line_no, "duplicate judgment of {d!r} for query {q!r}"
+            )
+            qrels.setdefault(qid, {})[docno] = rel
     return qrels
 
 
@@ -103,24 +131,21 @@ def read_run_with_runid(
             if qid is None:
                 qid = qid_cache[fields[0]] = _decode(fields[0], path, line_no)
             docno = _decode(fields[2], path, line_no)
-            try:
-                score = float(fields[4])
-            except ValueError:
-                problem = f"score {_decode(fields[4], path, line_no)!r} is not a number"
-                raise MalformedLineError(path, line_no, problem) from None
+            score = _number(float, fields[4], "score", "a number", path, line_no)
             if math.isnan(score):
                 raise MalformedLineError(path, line_no, "score is NaN")
+            _first_time(
+                first_seen,
+                qid,
+                docno,
+                path,
+                line_no,
+                "document {d!r} retrieved twice for query {q!r}",
+            )
             docs = run.get(qid)
             if docs is None:
                 docs = run[qid] = {}
-            if docno in docs:
-                first = first_seen[(qid, docno)]
-                problem = (
-                    f"document {docno!r} retrieved twice for query {qid!r} (first at line {first})"
-                )
-                raise MalformedLineError(path, line_no, problem)
             docs[docno] = score
-            first_seen[(qid, docno)] = line_no
             runid_raw = fields[5]
     runid = None if runid_raw is None else runid_raw.decode("utf-8", errors="replace")
     return run, runid
