@@ -209,4 +209,20 @@ MUTATIONS: tuple[Mutation, ...] = (
         replace="        print(_config_error_block(str(e)), file=sys.stderr)\n        return 1",
         tests=("tests/pipelines/test_cli.py::test_config_error_is_a_short_block_with_exit_2",),
     ),
+    Mutation(
+        name="config-no-did-you-mean",
+        promise="a misspelt config key is named with the key it was probably meant to be",
+        file="rankcore/config_loader.py",
+        find='hint = f" (did you mean {prefix + close[0]!r}?)" if close else ""',
+        replace='hint = ""',
+        tests=("tests/pipelines/test_config.py",),
+    ),
+    Mutation(
+        name="gm-map-arithmetic",
+        promise="trec_eval-exact metrics (gm_map is a geometric mean with trec_eval's floor)",
+        file="rankcore/metrics/measures.py",
+        find='    Family("gm_map", "gm"),',
+        replace='    Family("gm_map", "mean"),',
+        tests=("tests/rankcore/metrics/test_trec_eval.py",),
+    ),
 )
