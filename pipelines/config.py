@@ -220,6 +220,7 @@ def load_config(
     _expand_paths(config, source)
     if check_inputs:
         check_input_paths(config)
+        check_positive_threshold(config)
     return config
 
 
@@ -271,3 +272,40 @@ def check_input_paths(config: PipelineConfig) -> None:
             )
         if value and "://" not in value and not glob.glob(value):
             raise ConfigError(f"{config.source}: {key}: no such file: {value}")
+
+
+def check_positive_threshold(config: PipelineConfig) -> None:
+    """Fails, naming the key, the grades found and a value that works, when
+    `datagen.sampling.positive_threshold` leaves the train split without a positive: a config
+    mismatch (e.g. the shipped threshold 2 on a 0/1-judged collection), found here from the
+    qrels and the split settings before any component runs, rather than by RankingDataGen
+    after its collection pass. Local files only: RankingDataGen checks object-store inputs
+    itself, with the same function."""
+    coll, cfg = config.collection, config.datagen
+    if coll.demo.enabled or not coll.qrels or "://" in coll.qrels:
+        return
+    # Lazy: the readers import Beam, which `rankpipe config` and the compilers do not need.
+    from components.ranking_datagen import collection as collection_io
+    from components.ranking_datagen import sampling, splits
+
+    # Bad records are the executor's to report (with its policy); here they are only skipped.
+    qrels = collection_io.read_qrels(
+        coll.qrels, coll.qrels_format, collection_io.BadRecordReport("skip")
+    ).qrels
+    split_cfg = cfg.split
+    if split_cfg.method == "explicit":
+        if "://" in (split_cfg.train_qids or "://"):
+            return
+        split_of = {qid: "train" for _, qid in splits.read_qid_list(split_cfg.train_qids)}
+    else:
+        split_of = splits.kfold_assignment(
+            qrels, split_cfg.num_folds, split_cfg.dev_fold, split_cfg.test_fold, split_cfg.seed
+        )
+    try:
+        sampling.resolve_positive_threshold(
+            cfg.sampling.positive_threshold, sampling.train_grades(split_of, qrels)
+        )
+    except sampling.ThresholdError as e:
+        raise ConfigError(
+            f"{config.source}: datagen.sampling.positive_threshold: {e} (qrels: {coll.qrels})"
+        ) from None

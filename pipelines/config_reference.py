@@ -39,6 +39,10 @@ def _field_comments(cls: type) -> dict[str, str]:
 
 
 def _type_name(tp) -> str:
+    if typing.get_origin(tp) is typing.Union:
+        return " or ".join(_type_name(a) for a in typing.get_args(tp))
+    if typing.get_origin(tp) is typing.Literal:
+        return " or ".join(repr(a) for a in typing.get_args(tp))
     text = str(tp) if typing.get_origin(tp) else getattr(tp, "__name__", str(tp))
     text = re.sub(r"\b(?:\w+\.)+(\w+)", r"\1", text)  # pipelines.config.X -> X
     return text.replace("NoneType", "None").replace(" | ", " or ")

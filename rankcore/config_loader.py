@@ -113,6 +113,14 @@ def _convert(tp: Any, value: Any, source: str, key: str) -> Any:
         inner = [a for a in args if a is not type(None)]
         if len(inner) == 1:
             return _convert(inner[0], value, source, key)
+        # `int | Literal["auto"]`: the first alternative that takes the value wins.
+        for alternative in inner:
+            try:
+                return _convert(alternative, value, source, key)
+            except ConfigError:
+                continue
+        expected = " or ".join(_expected(a) for a in inner)
+        raise ConfigError(f"{source}: {key}: expected {expected}, got {_describe(value)}")
     if dataclasses.is_dataclass(tp):
         return build(tp, value, source, key + ".")
     if origin is list:
@@ -150,6 +158,14 @@ def _convert(tp: Any, value: Any, source: str, key: str) -> Any:
     if tp is Any:
         return value
     raise ConfigError(f"{source}: {key}: unsupported config type {tp!r}")
+
+
+def _expected(tp: Any) -> str:
+    if typing.get_origin(tp) is typing.Literal:
+        return " or ".join(repr(a) for a in typing.get_args(tp))
+    return {int: "an integer", float: "a number", str: "a string", bool: "true/false"}.get(
+        tp, getattr(tp, "__name__", str(tp))
+    )
 
 
 def _describe(value: Any) -> str:

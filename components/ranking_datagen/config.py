@@ -11,7 +11,7 @@ comment is its line in the README's configuration reference (pipelines/config_re
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from components.ranking_datagen.readers import READERS
 from rankcore import config_loader
@@ -113,15 +113,17 @@ class SamplingConfig:
     mode: str = "pairwise"  # pairwise (pos, neg), listwise (pos + n negs) or pointwise
     samples_per_query: int = 64  # training groups drawn per train query
     negatives_per_positive: int = 1  # listwise: negatives per group
-    # Judgments with relevance >= this count as positives.
-    positive_threshold: int = 1
+    # Judgments with relevance >= this count as positives; auto: the lowest grade above 0 found
+    # in the train queries' judgments.
+    positive_threshold: int | Literal["auto"] = "auto"
     seed: int = 0  # sampling seed (per query generators: adding queries does not reshuffle)
 
     def __post_init__(self) -> None:
         config_loader.one_of("mode", self.mode, SAMPLING_MODES)
         config_loader.positive("samples_per_query", self.samples_per_query)
         config_loader.positive("negatives_per_positive", self.negatives_per_positive)
-        config_loader.positive("positive_threshold", self.positive_threshold)
+        if self.positive_threshold != "auto":
+            config_loader.positive("positive_threshold", self.positive_threshold)
 
 
 @dataclass

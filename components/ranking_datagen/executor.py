@@ -140,6 +140,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
             "judged_queries": len(qrels),
             "judged_pairs": sum(len(v) for v in qrels.values()),
             "queries_per_split": plan.queries_per_split,
+            "positive_threshold": plan.positive_threshold,
             "examples_per_split": plan.per_split,
             "shards_per_split": plan.num_shards,
             "judged_queries_without_split": sum(1 for q in qrels if q not in plan.split_of),
@@ -239,17 +240,17 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         if inputs.explicit is not None:
             split_of = inputs.explicit.assignment
         else:
-            split_of = {
-                qid: splits.kfold_split(
-                    qid,
-                    split_cfg.num_folds,
-                    split_cfg.dev_fold,
-                    split_cfg.test_fold,
-                    split_cfg.seed,
-                )
-                for qid in qrels
-            }
+            split_of = splits.kfold_assignment(
+                qrels, split_cfg.num_folds, split_cfg.dev_fold, split_cfg.test_fold, split_cfg.seed
+            )
         s = cfg.sampling
+        try:
+            threshold = sampling.resolve_positive_threshold(
+                s.positive_threshold, sampling.train_grades(split_of, qrels)
+            )
+        except sampling.ThresholdError as e:
+            raise ValueError(f"datagen.sampling.positive_threshold: {e}") from None
+        logging.info("Positive threshold: %d (configured: %s)", threshold, s.positive_threshold)
         groups, queries_per_split = sampling.make_groups(
             split_of,
             qrels,
@@ -257,7 +258,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
             s.mode,
             s.samples_per_query,
             s.negatives_per_positive,
-            s.positive_threshold,
+            threshold,
             s.seed,
         )
         per_split = {split: 0 for split in splits.SPLITS}
@@ -268,7 +269,9 @@ class Executor(base_beam_executor.BaseBeamExecutor):
             if not per_split[split]:
                 report.add(
                     collection_io.SPLITS_KIND,
-                    cls._empty_split(split, queries_per_split[split], len(qrels), coll, cfg),
+                    cls._empty_split(
+                        split, queries_per_split[split], len(qrels), coll, cfg, threshold
+                    ),
                 )
         num_shards = {
             split: cfg.num_shards or max(1, math.ceil(n / EXAMPLES_PER_SHARD))
@@ -283,11 +286,17 @@ class Executor(base_beam_executor.BaseBeamExecutor):
             queries_per_split=queries_per_split,
             per_split=per_split,
             num_shards=num_shards,
+            positive_threshold=threshold,
         )
 
     @staticmethod
     def _empty_split(
-        split: str, n_queries: int, n_judged: int, coll: CollectionConfig, cfg: DatagenConfig
+        split: str,
+        n_queries: int,
+        n_judged: int,
+        coll: CollectionConfig,
+        cfg: DatagenConfig,
+        threshold: int,
     ) -> BadRecord:
         """An empty split, as a bad record naming where its queries come from and why."""
         split_cfg = cfg.split
@@ -306,7 +315,6 @@ class Executor(base_beam_executor.BaseBeamExecutor):
                 f"num_folds={split_cfg.num_folds} seed={split_cfg.seed})"
             )
         if n_queries and split == "train":
-            threshold = cfg.sampling.positive_threshold
             why = (
                 f"its {n_queries} queries have no judged document with relevance >= "
                 f"{threshold} and a lower-judged candidate"
@@ -333,6 +341,7 @@ class _Plan(NamedTuple):
     queries_per_split: dict[str, int]
     per_split: dict[str, int]  # groups (= examples) per split
     num_shards: dict[str, int]
+    positive_threshold: int  # datagen.sampling.positive_threshold, `auto` resolved
 
 
 def _rate(counters: dict[str, int], part: str, whole: str) -> float:

@@ -178,3 +178,48 @@ def make_groups(
         else:
             groups.extend(eval_groups(split, qid, cands, qrels[qid]))
     return groups, queries_per_split
+
+
+AUTO_THRESHOLD = "auto"
+
+
+class ThresholdError(ValueError):
+    """`positive_threshold` leaves the train split without a positive (a config mismatch, not a
+    bad record: the fix is the key's value)."""
+
+
+def train_grades(split_of: dict[str, str], qrels: dict[str, dict[str, int]]) -> Counter:
+    """How many judgments of each grade the train queries have."""
+    return Counter(
+        grade
+        for qid, judged in qrels.items()
+        if split_of.get(qid) == "train"
+        for grade in judged.values()
+    )
+
+
+def resolve_positive_threshold(value: int | str, grades: Counter) -> int:
+    """The threshold `value` stands for, given the train queries' grade counts.
+
+    `auto` is the lowest grade above 0 (the "not relevant" grade and below) that the train
+    queries' judgments have: the most positives any threshold gives, from whatever grades the
+    collection uses (0/1 like most BEIR sets, 0..3 like TREC DL, 1..4 like Cranfield). A number
+    that no train judgment reaches is refused with the grades found and a value that works,
+    since every train query would then be dropped.
+    """
+    above_zero = sorted(g for g in grades if g > 0)
+    found = ", ".join(f"{g} ({grades[g]}x)" for g in sorted(grades)) or "none"
+    if value == AUTO_THRESHOLD:
+        if not above_zero:
+            raise ThresholdError(
+                f"auto finds no grade above 0 in the train queries' judgments (grades found: "
+                f"{found}): nothing to learn from"
+            )
+        return above_zero[0]
+    if not any(g >= value for g in grades):
+        fix = f"use {above_zero[0]} or auto" if above_zero else "no grade above 0 is judged"
+        raise ThresholdError(
+            f"{value} leaves the train split without a positive: the train queries' judgments have "
+            f"grades {found}; {fix}"
+        )
+    return int(value)

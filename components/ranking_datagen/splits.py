@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from typing import NamedTuple
 
 import tensorflow as tf
@@ -27,6 +28,13 @@ def kfold_split(qid: str, num_folds: int, dev_fold: int, test_fold: int, seed: i
     if fold == dev_fold:
         return "dev"
     return "train"
+
+
+def kfold_assignment(
+    qids: Iterable[str], num_folds: int, dev_fold: int, test_fold: int, seed: int
+) -> dict[str, str]:
+    """qid -> split for every qid (`kfold_split` each)."""
+    return {q: kfold_split(q, num_folds, dev_fold, test_fold, seed) for q in qids}
 
 
 def read_qid_list(path: str) -> list[tuple[int, str]]:

@@ -168,3 +168,47 @@ def test_cli_broken_config_is_one_line_error(tmp_path: Path) -> None:
     assert result.returncode == 2
     errors = [line for line in result.stderr.splitlines() if line.startswith("rankpipe:")]
     assert errors == [f"rankpipe: config error: {path}: unknown key 'trainer.optimiser'"]
+
+
+def _binary_beir(tmp_path: Path, shared_data: Path) -> Path:
+    """Cranfield's own queries and documents, its judgments made binary (graded -> 1, 0 stays
+    0), in the BEIR qrels layout: what CISI or most BEIR collections look like."""
+    qrels = tmp_path / "binary-qrels.tsv"
+    lines = ["query-id\tcorpus-id\tscore"]
+    for line in (shared_data / "cranfield" / "cranqrel").read_text().split("\n"):
+        if line.strip():
+            qid, docid, code = line.split()
+            lines.append(f"{qid}\t{docid}\t{int(0 < int(code) < 5)}")
+    qrels.write_text("\n".join(lines) + "\n")
+    return qrels
+
+
+def test_threshold_no_train_judgment_reaches_is_a_config_error(
+    tmp_path: Path, shared_data: Path
+) -> None:
+    """The shipped threshold 2 on a collection judged 0/1 (issue 17): refused before any
+    component runs, naming the key, the grades found and a value that works."""
+    data = yaml.safe_load((CONFIG_DIR / "cranfield-knrm.yaml").read_text())
+    data["collection"]["qrels"] = str(_binary_beir(tmp_path, shared_data))
+    data["collection"]["qrels_format"] = "beir_qrels"
+    path = _write(tmp_path, data)
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: datagen.sampling.positive_threshold: 2 leaves the train")
+    assert "grades 0 (" in message and "1 (" in message and "use 1 or auto" in message
+    config = load_config(path, ["datagen.sampling.positive_threshold=auto"])
+    assert config.datagen.sampling.positive_threshold == "auto"
+    result = _rankpipe("run", str(path))
+    assert result.returncode == 2
+    assert "positive_threshold: 2 leaves the train split" in result.stderr
+
+
+def test_threshold_is_an_integer_or_auto(tmp_path: Path) -> None:
+    for value, pattern in (
+        ("high", r"positive_threshold: expected an integer or 'auto', got str 'high'"),
+        (0, r"positive_threshold: must be > 0, got 0"),
+    ):
+        path = _write(tmp_path, _demo_data(**{"datagen.sampling.positive_threshold": value}))
+        with pytest.raises(ConfigError, match=pattern):
+            load_config(path)

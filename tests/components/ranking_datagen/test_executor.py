@@ -849,3 +849,29 @@ def test_duplicate_docid_across_files(tmp_path: Path) -> None:
     d5 = doc_tokens(out)["d5"]
     assert "zebra" not in "".join(vocab[i].removeprefix("##") for i in d5)
     assert vocab[d5[0]] == "on"
+
+
+def test_threshold_above_every_train_grade_fails_naming_the_key(tmp_path: Path) -> None:
+    """On Kubeflow nothing checked the config before the component: the executor refuses a
+    threshold no train judgment reaches as a config mismatch (key, grades, fix), not as a bad
+    record, and leaves nothing behind."""
+    paths = Tiny.make().write_tsv(tmp_path / "data")
+    with pytest.raises(ValueError) as err:
+        run_executor(tmp_path / "run", *tiny_configs(paths, sampling={"positive_threshold": 3}))
+    assert str(err.value) == (
+        "datagen.sampling.positive_threshold: 3 leaves the train split without a positive: the "
+        "train queries' judgments have grades 0 (10x), 1 (5x), 2 (5x); use 1 or auto"
+    )
+    assert leftover_files(tmp_path / "run") == []
+
+
+def test_auto_threshold_on_binary_judgments(tmp_path: Path) -> None:
+    """A collection judged 0/1 with the default threshold (auto): 1, recorded in the summary."""
+    tiny = Tiny.make()
+    tiny.qrels = [(q, d, min(r, 1)) for q, d, r in tiny.qrels]
+    paths = tiny.write_tsv(tmp_path / "data")
+    collection, datagen = tiny_configs(paths, sampling={"positive_threshold": "auto"})
+    out = run_executor(tmp_path / "run", collection, datagen)
+    summary = out.summary
+    assert summary["positive_threshold"] == 1
+    assert summary["examples_per_split"]["train"] > 0

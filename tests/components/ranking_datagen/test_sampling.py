@@ -6,6 +6,7 @@ from collections import Counter
 
 import pytest
 
+from components.ranking_datagen import sampling
 from components.ranking_datagen.sampling import Group, eval_groups, make_groups, train_groups
 
 # 8 first-stage candidates (docid, score, rank) and graded judgments; "p9" is a positive the
@@ -120,3 +121,33 @@ def test_training_labels_clip_negative_grades(mode: str) -> None:
     for g in _train(mode, n=100, k=2):
         assert all(label >= 0 for label in g.labels)
         assert all(label == max(QRELS.get(d, 0), 0) for d, label in zip(g.docids, g.labels))
+
+
+def _grades(*pairs: tuple[int, int]) -> Counter:
+    return Counter(dict(pairs))
+
+
+def test_auto_threshold_is_the_lowest_grade_above_zero() -> None:
+    resolve = sampling.resolve_positive_threshold
+    assert resolve("auto", _grades((0, 10), (1, 5))) == 1  # BEIR: 0/1
+    assert resolve("auto", _grades((0, 10), (1, 5), (2, 3), (3, 1))) == 1  # TREC DL: 0..3
+    assert resolve("auto", _grades((0, 4), (2, 3), (3, 1))) == 2  # no grade 1 judged
+    assert resolve("auto", _grades((-1, 2), (0, 4), (4, 1))) == 4
+    assert resolve(2, _grades((0, 4), (2, 3))) == 2  # a number that works is kept
+
+
+def test_threshold_no_train_judgment_reaches_names_grades_and_fix() -> None:
+    with pytest.raises(sampling.ThresholdError) as err:
+        sampling.resolve_positive_threshold(2, _grades((0, 148), (1, 233)))
+    assert str(err.value) == (
+        "2 leaves the train split without a positive: the train queries' judgments have grades "
+        "0 (148x), 1 (233x); use 1 or auto"
+    )
+    with pytest.raises(sampling.ThresholdError, match=r"auto finds no grade above 0.*0 \(3x\)"):
+        sampling.resolve_positive_threshold("auto", _grades((0, 3)))
+
+
+def test_train_grades_count_only_train_queries() -> None:
+    qrels = {"a": {"d1": 1, "d2": 0}, "b": {"d1": 3}, "c": {"d3": 2}}
+    split_of = {"a": "train", "b": "test", "c": "train"}
+    assert sampling.train_grades(split_of, qrels) == Counter({1: 1, 0: 1, 2: 1})
