@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from datagen_testlib import load_collection
 
-from components.ranking_datagen import readers
 from components.ranking_datagen.candidates import (
     bm25_run,
     merge_candidates,
@@ -81,20 +81,6 @@ def test_bm25_run_depth_and_determinism() -> None:
 # ------------------------------------------------------------------------------------------
 
 DEPTH = 100
-
-
-def load_collection(shared_data: Path, name: str) -> tuple[list[tuple[str, str]], dict[str, str]]:
-    """(docid, text) pairs and qid -> text of a shared collection, as RankingDataGen reads it."""
-    if name == "cranfield":
-        base = shared_data / "cranfield"
-        doc_reader = readers.get_reader("documents", "cranfield", allow_empty_text=True)
-        docs = doc_reader.read(str(base / "cran.all.1400"))
-        queries = readers.get_reader("queries", "cranfield").read(str(base / "cran.qry"))
-    else:
-        base = shared_data / "msmarco-dl19-subset"
-        docs = readers.get_reader("documents", "beir_corpus").read(str(base / "corpus.jsonl"))
-        queries = readers.get_reader("queries", "beir_queries").read(str(base / "queries.jsonl"))
-    return [(d.docid, d.text) for d in docs], {q.qid: q.text for q in queries}
 
 
 @pytest.fixture(scope="module", params=["cranfield", "msmarco-dl19-subset"])
