@@ -1,4 +1,5 @@
-"""Beam transforms of RankingDataGen: word counts, tf.Transform tokenization, example assembly."""
+"""Beam transforms of RankingDataGen: word counts, sharded BM25, tf.Transform tokenization,
+example assembly."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import tensorflow_transform.beam as tft_beam
 from tensorflow_transform.tf_metadata import schema_utils
 from tfx_bsl.tfxio import tensor_adapter, tensor_representation_util
 
-from components.ranking_datagen import outputs, tokenization
+from components.ranking_datagen import candidates, outputs, tokenization
 from components.ranking_datagen.sampling import Group
 
 _NS = "rankpipe"
@@ -73,6 +74,108 @@ class CountAllWords(beam.PTransform):
             batches
             | "SplitWords" >> beam.Map(split_batch, self._lowercase)
             | "CountWords" >> beam.CombineGlobally(MergeCounts())
+        )
+
+
+class _IndexShard(beam.DoFn):
+    """A batch of documents (one shard) -> its candidates.ShardIndex over the query terms."""
+
+    def setup(self) -> None:
+        self._terms: set[str] | None = None
+
+    def process(self, batch: list[tuple], query_tokens: dict[str, list[str]]):
+        if self._terms is None:
+            self._terms = {t for tokens in query_tokens.values() for t in tokens}
+        yield candidates.index_shard(((d[0], d[1]) for d in batch), self._terms)
+
+
+class _SumStatistics(beam.CombineFn):
+    """ShardStatistics summed over all shards (lifted: each worker sums its own first)."""
+
+    def create_accumulator(self) -> candidates.ShardStatistics:
+        return candidates.EMPTY_STATISTICS
+
+    def add_input(self, acc, stats):
+        return acc.merge(stats)
+
+    def merge_accumulators(self, accumulators):
+        merged = candidates.EMPTY_STATISTICS
+        for acc in accumulators:
+            merged = merged.merge(acc)
+        return merged
+
+    def extract_output(self, acc):
+        return acc
+
+
+class _ScoreShard(beam.DoFn):
+    """A ShardIndex + the global statistics -> (qid, the shard's top candidates) per query."""
+
+    def __init__(self, depth: int, k1: float, b: float):
+        self._depth, self._k1, self._b = depth, k1, b
+
+    def setup(self) -> None:
+        self._shard_docs = beam.metrics.Metrics.distribution(_NS, "bm25_shard_documents")
+
+    def process(self, shard, query_tokens: dict[str, list[str]], stats):
+        self._shard_docs.update(len(shard.docids))
+        scored = candidates.score_shard(shard, query_tokens, stats, self._depth, self._k1, self._b)
+        yield from scored.items()
+
+
+class _TopCandidates(beam.CombineFn):
+    """Per query, the top `depth` (score, docid) across shards (candidates.merge_candidates:
+    score descending, then docid descending, as rank_run orders them). Like Top.PerKey, but a
+    docid found in two shards (a duplicate across files) counts once."""
+
+    def __init__(self, depth: int):
+        self._depth = depth
+
+    def create_accumulator(self) -> list:
+        return []
+
+    def add_input(self, acc, shard_top):
+        return candidates.merge_candidates([acc, shard_top], self._depth)
+
+    def merge_accumulators(self, accumulators):
+        return candidates.merge_candidates(accumulators, self._depth)
+
+    def extract_output(self, acc):
+        return acc
+
+
+class ShardedBm25(beam.PTransform):
+    """(batches of (docid, text, ...), a one-element PCollection of qid -> query tokens) ->
+    (qid, top `depth` [(score, docid)]) for each query that matches some document.
+
+    Each batch is a shard: indexed over the query terms where it is (no shuffle of texts),
+    its statistics summed by a combine, then scored with the global statistics (a side input)
+    and merged per query by a combine. No step holds more than one batch of documents; the
+    scores equal bm25s over the whole corpus (candidates.score_shard).
+    """
+
+    def __init__(self, depth: int, k1: float, b: float):
+        super().__init__()
+        self._depth, self._k1, self._b = depth, k1, b
+
+    def expand(self, inputs):
+        batches, query_tokens = inputs
+        tokens = beam.pvalue.AsSingleton(query_tokens)
+        shards = batches | "IndexShards" >> beam.ParDo(_IndexShard(), tokens)
+        stats = (
+            shards
+            | "ShardStatistics" >> beam.Map(candidates.shard_statistics)
+            | "GlobalStatistics" >> beam.CombineGlobally(_SumStatistics())
+        )
+        return (
+            shards
+            | "ScoreShards"
+            >> beam.ParDo(
+                _ScoreShard(self._depth, self._k1, self._b),
+                tokens,
+                beam.pvalue.AsSingleton(stats),
+            )
+            | "TopPerQuery" >> beam.CombinePerKey(_TopCandidates(self._depth))
         )
 
 

@@ -6,7 +6,7 @@ or Spark alike):
      the documents), check the given vocabulary; bad records fail or are counted right away;
   1. collection pass (Beam): read and count the documents, find which judged/run docids exist,
      learn the WordPiece vocabulary from word counts (unless `vocab_file` is given) and, without
-     a first-stage run, compute BM25 candidates;
+     a first-stage run, compute BM25 candidates (sharded: candidates.py);
   2. driver: drop judgments/run entries that point nowhere, rank candidates, assign splits and
      sample the groups (sampling needs all of a query's judgments and candidates together);
   3. encoding pass (Beam): tf.Transform tokenizes the queries and documents the groups refer to

@@ -121,37 +121,23 @@ class _KeepWanted(beam.DoFn):
                 yield doc
 
 
-class _SingleProcessStep(beam.DoFn):
-    """Runs the steps that need all their input in one process: ("vocab", word counts) ->
-    vocab.txt, ("docs", all documents) -> BM25 run (and its docids as output). Keyed and grouped
-    before this DoFn, the two are distinct elements of one stage, so with 2+ workers they run
-    at the same time."""
+def _learn_vocabulary(counts, vocab_size: int, path: str) -> None:
+    """Word counts of all texts -> vocab.txt (the learner needs them all in one process; they
+    are one element, a Counter of words, not the documents)."""
+    vocab = beam_transforms.learn_vocabulary(counts, vocab_size)
+    write_text_atomic(path, "".join(t + "\n" for t in vocab))
 
-    def __init__(
-        self, cfg: DatagenConfig, vocab_path: str | None, bm25_path: str, queries_path: str
-    ):
-        self._cfg = cfg
-        self._vocab_path = vocab_path
-        self._bm25_path = bm25_path
-        self._queries_path = queries_path
 
-    def process(self, element: tuple[str, list]):
-        name, values = element
-        if name == "vocab":
-            (counts,) = values
-            vocab = beam_transforms.learn_vocabulary(counts, self._cfg.vocab.size)
-            write_text_atomic(self._vocab_path, "".join(t + "\n" for t in vocab))
-        else:
-            bm25 = self._cfg.bm25
-            run = candidates.bm25_run(
-                sorted((d[0], d[1]) for batch in values for d in batch),
-                read_pickle(self._queries_path),
-                self._cfg.candidates_depth,
-                bm25.k1,
-                bm25.b,
-            )
-            _write_json(run, self._bm25_path)
-            yield {docid for docs in run.values() for docid in docs}
+def _write_bm25(
+    merged: list[tuple[str, list[tuple[float, str]]]],
+    query_tokens: dict[str, list[str]],
+    path: str,
+) -> set[str]:
+    """The merged per-query candidates -> the BM25 run (every qid) as JSON; returns its
+    docids."""
+    run = candidates.run_from_candidates(dict(merged), query_tokens)
+    _write_json(run, path)
+    return {docid for docs in run.values() for docid in docs}
 
 
 class CollectionPass(NamedTuple):
@@ -187,6 +173,11 @@ def collection_pass(
         for name in ("documents", "found", "bad_count", "bad_examples", "duplicates", "bm25")
     }
     queries_path = write_pickle(os.path.join(pass_dir, "queries.pkl"), queries)
+    query_tokens_path = (
+        write_pickle(os.path.join(pass_dir, "query_tokens.pkl"), candidates.query_tokens(queries))
+        if need_bm25
+        else None
+    )
     needed_path = write_pickle(os.path.join(pass_dir, "needed.pkl"), needed)
     texts_prefix = os.path.join(pass_dir, "texts", "part")
     read = collection_io.ReadDocuments(
@@ -225,7 +216,6 @@ def collection_pass(
                 | "Duplicates" >> beam.combiners.ToDict()
                 | "WriteDuplicates" >> beam.Map(_write_json, files["duplicates"])
             )
-        steps = []
         if learn_vocab_to:
             query_batches = (
                 p
@@ -233,22 +223,27 @@ def collection_pass(
                 | "Queries"
                 >> beam.FlatMap(lambda path: _batched(sorted(read_pickle(path).items())))
             )
-            steps.append(
+            _ = (
                 (batches, query_batches)
                 | "AllTexts" >> beam.Flatten()
                 | "WordCounts" >> beam_transforms.CountAllWords(cfg.vocab.lowercase)
-                | "KeyVocab" >> beam.Map(lambda counts: ("vocab", counts))
+                | "LearnVocabulary" >> beam.Map(_learn_vocabulary, cfg.vocab.size, learn_vocab_to)
             )
         if need_bm25:
-            # All batches under one key: the grouping brings them to one worker.
-            steps.append(batches | "KeyDocs" >> beam.Map(lambda batch: ("docs", batch)))
-        if steps:
+            # Sharded: each batch of documents is a shard, scored with global statistics
+            # (beam_transforms.ShardedBm25); no step holds more than one batch of documents.
+            query_tokens = (
+                p
+                | "QueryTokensFile" >> beam.Create([query_tokens_path])
+                | "QueryTokens" >> beam.Map(read_pickle)
+            )
+            bm25 = cfg.bm25
             candidate_sets = (
-                steps
-                | "Steps" >> beam.Flatten()
-                | "OneStepPerWorker" >> beam.GroupByKey()
-                | "RunSteps"
-                >> beam.ParDo(_SingleProcessStep(cfg, learn_vocab_to, files["bm25"], queries_path))
+                (batches, query_tokens)
+                | "BM25" >> beam_transforms.ShardedBm25(cfg.candidates_depth, bm25.k1, bm25.b)
+                | "AllQueries" >> beam.combiners.ToList()
+                | "WriteBM25"
+                >> beam.Map(_write_bm25, beam.pvalue.AsSingleton(query_tokens), files["bm25"])
             )
         else:
             candidate_sets = p | "NoCandidates" >> beam.Create([])

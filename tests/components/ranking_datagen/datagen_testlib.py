@@ -23,6 +23,7 @@ from typing import Any
 import tensorflow as tf
 
 from components.ranking_datagen.config import CollectionConfig, DatagenConfig
+from components.ranking_datagen.readers import get_reader
 from pipelines.config import load_config
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -204,6 +205,20 @@ def leftover_files(root: Path) -> list[str]:
         for p in base.rglob("*")
         if p.is_file()
     )
+
+
+def load_collection(shared_data: Path, name: str) -> tuple[list[tuple[str, str]], dict[str, str]]:
+    """(docid, text) pairs and qid -> text of a shared collection, as RankingDataGen reads it."""
+    if name == "cranfield":
+        base = shared_data / "cranfield"
+        doc_reader = get_reader("documents", "cranfield", allow_empty_text=True)
+        docs = doc_reader.read(str(base / "cran.all.1400"))
+        queries = get_reader("queries", "cranfield").read(str(base / "cran.qry"))
+    else:
+        base = shared_data / "msmarco-dl19-subset"
+        docs = get_reader("documents", "beir_corpus").read(str(base / "corpus.jsonl"))
+        queries = get_reader("queries", "beir_queries").read(str(base / "queries.jsonl"))
+    return [(d.docid, d.text) for d in docs], {q.qid: q.text for q in queries}
 
 
 # ------------------------------------------------------------------------------------------

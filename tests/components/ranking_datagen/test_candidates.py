@@ -1,10 +1,19 @@
-"""Unit tests of components.ranking_datagen.candidates (no Beam)."""
+"""Unit tests of components.ranking_datagen.candidates (no Beam): trec_eval ranking, bm25s, and
+the sharded BM25 against bm25s over one index on Cranfield and the MS MARCO DL19 subset."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from components.ranking_datagen.candidates import bm25_run, rank_run
+import pytest
+from datagen_testlib import load_collection
+
+from components.ranking_datagen.candidates import (
+    bm25_run,
+    merge_candidates,
+    rank_run,
+    sharded_bm25_run,
+)
 from components.ranking_datagen.readers import TrecRun
 
 
@@ -65,3 +74,79 @@ def test_bm25_run_depth_and_determinism() -> None:
     assert len(top2["q"]) == 2
     assert [d for d, _, _ in rank_run(full, 2)["q"]] == [d for d, _, _ in rank_run(top2, 2)["q"]]
     assert bm25_run(DOCS, queries, 10, 0.9, 0.4) == full
+
+
+# ------------------------------------------------------------------------------------------
+# Sharded BM25 (global statistics) against bm25s over one index: the reference
+# ------------------------------------------------------------------------------------------
+
+DEPTH = 100
+
+
+@pytest.fixture(scope="module", params=["cranfield", "msmarco-dl19-subset"])
+def collection(request: pytest.FixtureRequest, shared_data: Path):
+    return load_collection(shared_data, request.param)
+
+
+def test_sharded_bm25_equals_bm25s_over_one_index(collection) -> None:
+    docs, queries = collection
+    reference = bm25_run(docs, queries, DEPTH, 0.9, 0.4)
+    sharded = sharded_bm25_run(docs, queries, DEPTH, 0.9, 0.4, shard_size=300)
+    assert sorted(sharded) == sorted(reference) == sorted(queries)
+    # Every score of a document both return is the same float (bm25s's float32 arithmetic).
+    common = [(q, d) for q in queries for d in reference[q].keys() & sharded[q].keys()]
+    assert len(common) > 0.9 * sum(len(v) for v in reference.values())
+    assert max(abs(reference[q][d] - sharded[q][d]) for q, d in common) == 0.0
+    # The top-100 sets differ only where bm25s cut among documents tied at the 100th score
+    # (it keeps an arbitrary subset of them; the sharded run keeps them by docid descending,
+    # trec_eval's order): resolved ties, they are the same ranked lists, scores included.
+    for q in queries:
+        if reference[q].keys() != sharded[q].keys():
+            cut = min(sharded[q].values())
+            assert len(sharded[q]) == len(reference[q]) == DEPTH
+            assert {
+                reference[q].get(d, sharded[q].get(d))
+                for d in reference[q].keys() ^ sharded[q].keys()
+            } == {cut}
+    everything = bm25_run(docs, queries, len(docs), 0.9, 0.4)  # no cut: no tie to break
+    assert rank_run(sharded, DEPTH) == rank_run(everything, DEPTH)
+
+
+def test_shard_size_does_not_change_the_run(collection) -> None:
+    docs, queries = collection
+    if len(docs) > 2000:  # size-1 shards on 5,000 passages: slow and no more telling
+        docs = docs[:2000]
+    runs = [
+        sharded_bm25_run(docs, queries, DEPTH, 0.9, 0.4, shard_size)
+        for shard_size in (1, 37, 1024, len(docs) + 1)
+    ]
+    assert all(run == runs[0] for run in runs[1:])
+    assert rank_run(runs[0], DEPTH) == rank_run(bm25_run(docs, queries, len(docs), 0.9, 0.4), DEPTH)
+
+
+def test_sharded_bm25_edge_cases() -> None:
+    docs = [*DOCS, ("e", ""), ("f", "wing wing wing")]  # an empty document counts in N and l_avg
+    queries = {
+        "rep": "wing wing flutter",  # a repeated query token counts once per copy
+        "unk": "zebra wing",  # a token no document has adds nothing
+        "none": "zebra",
+        "stop": "the of a",  # stopwords only: no token at all
+    }
+    reference = bm25_run(docs, queries, 10, 0.9, 0.4)
+    for shard_size in (1, 2, 10):
+        assert sharded_bm25_run(docs, queries, 10, 0.9, 0.4, shard_size) == {
+            q: dict(sorted(v.items(), key=lambda kv: (kv[1], kv[0]), reverse=True))
+            for q, v in reference.items()
+        }
+    assert reference["none"] == reference["stop"] == {}
+    assert sharded_bm25_run([], queries, 10, 0.9, 0.4, 5) == {q: {} for q in queries}
+
+
+def test_merge_candidates_orders_like_rank_run_and_keeps_a_docid_once() -> None:
+    a = [(3.0, "d1"), (2.0, "d5"), (2.0, "d2")]
+    b = [(2.0, "d3"), (2.5, "d1"), (1.0, "d9")]
+    merged = merge_candidates([a, b], depth=4)
+    assert merged == [(3.0, "d1"), (2.0, "d5"), (2.0, "d3"), (2.0, "d2")]
+    assert merge_candidates([b, a], depth=4) == merged
+    # Associative: merging partial merges gives the same top.
+    assert merge_candidates([merge_candidates([a], 4), merge_candidates([b], 4)], 4) == merged
