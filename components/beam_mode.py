@@ -76,16 +76,16 @@ def beam_pipeline_args_for(beam_args: list[str], size: int) -> list[str]:
     return list(beam_args)
 
 
-def pipeline_maker(
+def in_process_args(
     executor: base_beam_executor.BaseBeamExecutor, size: int, what: str
-) -> Callable[[], beam.Pipeline]:
-    """What the executor should make its Beam pipelines with for an input of `size` bytes:
-    its own `_make_beam_pipeline`, or, when runs_in_process, the same pipeline args with
-    IN_PROCESS_ARGS. A pipeline factory injected into the executor (tests) is kept."""
+) -> list[str] | None:
+    """The Beam args the executor should run an input of `size` bytes in process with, or
+    None to keep its own (large input, another runner or mode, or a pipeline factory injected
+    into the executor, as tests do). Logs the choice."""
     args = list(executor._beam_pipeline_args or [])  # noqa: SLF001  (BaseBeamExecutor's own)
     injected = executor._make_beam_pipeline_fn is not None  # noqa: SLF001
     if injected or not runs_in_process(args, size):
-        return executor._make_beam_pipeline  # noqa: SLF001
+        return None
     logging.info(
         "%s: %.1f MB of input, below %s MB: Beam runs in process (%s)",
         what,
@@ -93,5 +93,15 @@ def pipeline_maker(
         f"{threshold_bytes() / (1 << 20):g}",
         " ".join(IN_PROCESS_ARGS),
     )
-    in_process = beam_pipeline_args_for(args, size)
-    return lambda: beam.Pipeline(argv=in_process)
+    return beam_pipeline_args_for(args, size)
+
+
+def pipeline_maker(
+    executor: base_beam_executor.BaseBeamExecutor, size: int, what: str
+) -> Callable[[], beam.Pipeline]:
+    """What the executor should make its Beam pipelines with for an input of `size` bytes:
+    its own `_make_beam_pipeline`, or a pipeline with `in_process_args`."""
+    args = in_process_args(executor, size, what)
+    if args is None:
+        return executor._make_beam_pipeline  # noqa: SLF001
+    return lambda: beam.Pipeline(argv=args)
