@@ -372,7 +372,7 @@ def pass_phases(result: PipelineResult, seconds: float) -> dict[str, float]:
     load_ms = _metric_sum(results, "model_load_ms")
     load_s = (load_ms + _metric_sum(results, "load_model_latency_milli_secs")) / 1e3
     model_s = (
-        _metric_sum(results, "model_ms")
+        _metric_sum(results, "model_ms") / 1e3
         + _metric_sum(results, "inference_batch_latency_micro_secs") / 1e6
     )
     return {

@@ -111,6 +111,16 @@ def in_process_lines(root: Path) -> list[str]:
     return lines
 
 
+def trainer_log_seconds(root: Path) -> dict[str, float]:
+    """The Trainer's `Trainer seconds: setup 2.9, ..., export 9.1, total 70.2` log line."""
+    for log in sorted((root / "logs").glob("*.log")):
+        for line in log.open(errors="replace"):
+            if "Trainer seconds: " in line:
+                pairs = line.split("Trainer seconds: ", 1)[1].strip().split(", ")
+                return {k: float(v) for k, v in (pair.rsplit(" ", 1) for pair in pairs)}
+    return {}
+
+
 def own_cost(run: dict) -> dict:
     """Per component: wall, the executor's own timed seconds and what they are, the rest."""
     root = run["root"]
@@ -124,8 +134,9 @@ def own_cost(run: dict) -> dict:
         if name == "RankingDataGen" and summary:
             row["own"] = summary.get("seconds")
             row["detail"] = ", ".join(f"{k} {v}" for k, v in summary.get("timings", {}).items())
-        elif name == "Trainer" and trained.get("seconds"):
-            secs = trained["seconds"]
+        elif name == "Trainer" and (trainer_log_seconds(root) or trained.get("seconds")):
+            # train_results.json is written before the export: the log line has it all.
+            secs = trainer_log_seconds(root) or trained["seconds"]
             row["own"] = secs.get("total")
             row["detail"] = ", ".join(f"{k} {v:.1f}" for k, v in secs.items() if k != "total")
         elif name == "RankingEvaluator" and metrics:
