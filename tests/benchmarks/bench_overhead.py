@@ -70,16 +70,27 @@ def run_pipeline(tree: Path, config: str, outputs: Path, name: str) -> dict:
     epoch seconds it started and ended."""
     argv = [sys.executable, "-m", "pipelines.cli", "run", config]
     argv += ["--set", f"runner.pipeline_name={name}"]
-    env = dict(os.environ, RANKPIPE_OUTPUTS=str(outputs))
+    env = dict(os.environ, RANKPIPE_OUTPUTS=str(outputs), PYTHONUNBUFFERED="1")
     env["PYTHONPATH"] = str(tree)  # the tree's packages before the editable install's
     print(f"  {name}: rankpipe run {config} from {tree} ...", flush=True)
     start = time.time()
-    proc = subprocess.run(argv, cwd=tree, env=env, capture_output=True, text=True)
+    outputs.mkdir(parents=True, exist_ok=True)
+    stderr = (outputs / "stderr.txt").open("w")
+    proc = subprocess.Popen(
+        argv, cwd=tree, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True
+    )
+    printed = start
+    lines = []
+    for line in proc.stdout:  # unbuffered: a line arrives when it is printed
+        lines.append(line)
+        if line.startswith("Total time:"):
+            printed = time.time()  # the summary is out: what follows is the exit
+    proc.wait()
     end = time.time()
     if proc.returncode != 0:
-        sys.exit(f"pipeline failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        sys.exit("pipeline failed:\n" + "".join(lines[-40:]) + (outputs / "stderr.txt").read_text())
     print(f"    done in {end - start:.0f}s", flush=True)
-    return {"root": outputs / "pipelines" / name, "start": start, "end": end}
+    return {"root": outputs / "pipelines" / name, "start": start, "end": end, "printed": printed}
 
 
 def executions(root: Path) -> dict[str, tuple[float, float]]:
@@ -170,7 +181,8 @@ def own_cost(run: dict) -> dict:
         "sum": sum(r["wall"] for r in rows.values()),
         "before_first": first - run["start"],
         "gaps": gaps,
-        "after_last": run["end"] - last,
+        "after_last": run["printed"] - last,
+        "exit": run["end"] - run["printed"],
         "in_process": in_process_lines(root),
         "ndcg": (metrics.get("aggregate", {}).get("candidate", {}) or {}).get(
             metrics.get("main_metric", "ndcg_cut_10")
@@ -205,7 +217,8 @@ def print_own_cost(config: str, results: dict[str, dict]) -> None:
     line("sum of components", "sum")
     line("before the first component (start-up, imports, config, pipeline)", "before_first")
     line("between components (orchestration)", "gaps")
-    line("after the last component (summary, exit)", "after_last")
+    line("after the last component (summary)", "after_last")
+    line("process exit after the summary (interpreter teardown)", "exit")
     line("**whole run (process wall)**", "wall")
     for lab in labels:
         r = results[lab]
