@@ -255,6 +255,24 @@ def staging_package_seconds() -> float:
     return seconds
 
 
+def import_seconds() -> tuple[float, float]:
+    """(process wall, of which importing what `rankpipe run` imports: TFX, TensorFlow, Beam,
+    the pipeline) for a fresh Python process."""
+    code = (
+        "import time; t = time.perf_counter(); import pipelines.cli; "
+        "from pipelines import local_runner, pipeline; print(time.perf_counter() - t)"
+    )
+    t0 = time.perf_counter()
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return time.perf_counter() - t0, float(out.strip().splitlines()[-1])
+
+
 def export_tree(rev: str, into: Path) -> Path:
     """`git archive REV` of this repository, unpacked under `into`."""
     archive = into / "tree.tar"
@@ -415,7 +433,7 @@ def main() -> None:
     parser.add_argument("--model", help="dual-encoder SavedModel for --scale")
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--depth", type=int, default=100)
-    parser.add_argument("--pool", type=int, default=2000)
+    parser.add_argument("--pool", type=int, default=1000)
     # child mode (internal)
     parser.add_argument("--score-child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--split", help=argparse.SUPPRESS)
@@ -455,6 +473,11 @@ def main() -> None:
                 f"({workers}): {seconds:.1f}s (best of 2)"
             )
         print(f"TFX staging package build: {staging_package_seconds():.1f}s")
+        wall, imports = min(import_seconds() for _ in range(2))
+        print(
+            f"a fresh process importing the pipeline: {wall:.1f}s, of which imports "
+            f"{imports:.1f}s (best of 2)"
+        )
     if args.scale:
         if not model:
             sys.exit("--scale needs --model (a dual-encoder SavedModel) or a cranfield run")
