@@ -176,6 +176,7 @@ def own_cost(run: dict) -> dict:
     ordered = sorted(spans.values())
     gaps = sum(max(0.0, b[0] - a[1]) for a, b in zip(ordered, ordered[1:]))
     return {
+        "root": root,
         "components": rows,
         "wall": run["end"] - run["start"],
         "sum": sum(r["wall"] for r in rows.values()),
@@ -188,6 +189,36 @@ def own_cost(run: dict) -> dict:
             metrics.get("main_metric", "ndcg_cut_10")
         ),
     }
+
+
+# The outputs that must not change (bytes): examples, vocabulary, qrels and runs, the scores.
+COMPARED = (
+    "RankingDataGen/examples/*/Split-*/*",
+    "RankingDataGen/vocabulary/*/*",
+    "RankingDataGen/transform_graph/*/transform_fn/assets/*",
+    "RankingDataGen/qrels/*/*",
+    "RankingDataGen/first_stage_run/*/*",
+    "RankingEvaluator/evaluation/*/*.run",
+    "StatisticsGen/statistics/*/Split-*/*",
+)
+
+
+def compare_outputs(a: Path, b: Path) -> tuple[list[str], list[str]]:
+    """(identical, different) output files of two runs' pipeline roots (execution ids cut)."""
+    import hashlib
+
+    def digests(root: Path) -> dict[str, str]:
+        out = {}
+        for pattern in COMPARED:
+            for path in root.glob(pattern):
+                parts = path.relative_to(root).parts
+                key = "/".join(parts[:2] + parts[3:])  # drop the execution id
+                out[key] = hashlib.sha256(path.read_bytes()).hexdigest()
+        return out
+
+    da, db = digests(a), digests(b)
+    same = sorted(k for k in da if db.get(k) == da[k])
+    return same, sorted((set(da) | set(db)) - set(same))
 
 
 def _fmt(value: float | None) -> str:
@@ -223,6 +254,12 @@ def print_own_cost(config: str, results: dict[str, dict]) -> None:
     for lab in labels:
         r = results[lab]
         print(f"\n{lab}: main metric {r['ndcg']}; in process: {r['in_process'] or 'none'}")
+    if len(labels) > 1:
+        same, different = compare_outputs(results[labels[0]]["root"], results[labels[-1]]["root"])
+        print(
+            f"\n{labels[0]} vs {labels[-1]}: {len(same)} output files identical; different: "
+            f"{different or 'none'}"
+        )
 
 
 def beam_startup(mode: str, workers: int) -> float:
