@@ -88,7 +88,7 @@ bench-speed: pretrained
 
 # Issue 16 items 3-4: each component's own cost on `rankpipe run demo` and `cranfield`, before
 # (BEFORE=<git rev>) and after, and the evaluator's scoring with 1 vs 2 workers and 1x vs 4x
-# candidates with peak RSS (docs/speed.md "The pipeline's own cost"; about 15 minutes).
+# candidates with peak RSS (docs/speed.md "The pipeline's own cost"; about 8 minutes).
 BEFORE ?= ba5a7bf
 bench-overhead: pretrained
 	.venv/bin/python tests/benchmarks/bench_overhead.py --before $(BEFORE) --scale

@@ -10,8 +10,11 @@ Two paths, chosen per model by its signatures (`embeds`):
   length) and each pair is scored by a dot product, instead of encoding a document once per
   query that retrieved it (up to candidates_depth times). This is how sentence-transformers
   scores a corpus (util.semantic_search over encode()d embeddings,
-  https://www.sbert.net/examples/applications/semantic-search/). The vectors meet their pairs
-  through two CoGroupByKey joins (by query, then by document), so no worker holds them all.
+  https://www.sbert.net/examples/applications/semantic-search/). Pairs meet their document's
+  vectors through a CoGroupByKey by document, and their query's vectors through a side input
+  (queries are few next to pairs: every worker holds the split's query vectors, Q x dim floats
+  per model), so what travels per pair is two ids, not a 384-float vector, and memory grows
+  with the texts, not with the candidates (docs/speed.md "Scale of the scoring").
 
 Where a pass's time goes (docs/speed.md, "The pipeline's own cost"): `score_split` can fill a
 `phases` dict from the pass's Beam metrics: how many SavedModels were loaded and for how long
@@ -254,28 +257,21 @@ class _Embed(beam.DoFn):
             yield key, tuple(v[row] for v in vectors)
 
 
-def _by_document(joined: tuple[str, dict]) -> Iterator[tuple[str, tuple]]:
-    qid, parts = joined
-    (vectors,) = parts["vectors"]  # every query of a pair was embedded
-    for docid in parts["docids"]:
-        yield docid, (qid, vectors)
-
-
 class _DotProducts(beam.DoFn):
     def __init__(self):
         self._pairs = beam.metrics.Metrics.counter("rankpipe", "pairs_scored")
 
-    def process(self, joined: tuple[str, dict]) -> Iterator[Scored]:
+    def process(self, joined: tuple[str, dict], queries: dict) -> Iterator[Scored]:
         docid, parts = joined
-        (doc_vectors,) = parts["vectors"]
-        for qid, query_vectors in parts["queries"]:
+        (doc_vectors,) = parts["vectors"]  # every document of a pair was embedded
+        for qid in parts["qids"]:
             self._pairs.inc()
             yield (
                 qid,
                 docid,
                 tuple(
                     float(np.dot(q.astype(np.float64), d.astype(np.float64)))
-                    for q, d in zip(query_vectors, doc_vectors, strict=True)
+                    for q, d in zip(queries[qid], doc_vectors, strict=True)
                 ),
             )
 
@@ -313,16 +309,11 @@ class EmbedAndScore(beam.PTransform):
             | "Documents" >> beam.Filter(lambda kv: kv[0][0] == "d")
             | "ByDocid" >> beam.Map(lambda kv: (kv[0][1], kv[1]))
         )
-        docids = pairs | "DocidsByQid" >> beam.Map(lambda p: (p[0], p[1]))
-        queries_by_doc = (
-            {"vectors": query_vectors, "docids": docids}
-            | "JoinQueries" >> beam.CoGroupByKey()
-            | "ByDocument" >> beam.FlatMap(_by_document)
-        )
+        qids = pairs | "QidsByDocid" >> beam.Map(lambda p: (p[1], p[0]))
         return (
-            {"vectors": doc_vectors, "queries": queries_by_doc}
+            {"vectors": doc_vectors, "qids": qids}
             | "JoinDocuments" >> beam.CoGroupByKey()
-            | "DotProducts" >> beam.ParDo(_DotProducts())
+            | "DotProducts" >> beam.ParDo(_DotProducts(), queries=beam.pvalue.AsDict(query_vectors))
         )
 
 
