@@ -377,7 +377,7 @@ def score_child(split: str, model: str, mode: str, workers: int, out: str) -> No
         split,
         {"candidate": model},
         256,
-        os.path.join(tempfile.mkdtemp(prefix="bench-overhead-scores-"), "part"),
+        os.path.join(tempfile.mkdtemp(prefix="scores-", dir=Path(split).parent), "part"),
         phases=phases,
     )
     seconds = time.perf_counter() - t0
