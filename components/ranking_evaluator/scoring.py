@@ -229,8 +229,8 @@ class _Embed(beam.DoFn):
         key = hashlib.sha256("\n".join(self._model_dirs).encode()).hexdigest()
 
         def load() -> _LoadedModels:
-            # Only when this process has no live copy; reported in the first bundle (setup
-            # runs outside any bundle, where Beam metrics are not collected).
+            # Only when this process has no live copy; reported in the first bundle (setup may
+            # run outside any bundle, where Beam metrics are not collected).
             self._unreported_load = _LoadedModels(self._model_dirs)
             return self._unreported_load
 
