@@ -1,6 +1,6 @@
 # The two commands of the README. Both set everything up first (scripts/setup.sh is a no-op
 # when .venv already matches requirements.lock).
-.PHONY: setup setup-system demo test lint lock lock-gpu image image-gpu image-test bench bench-metrics bench-evaluator bench-datagen bench-trainer bench-kfp bench-quality bench-speed pretrained mutations
+.PHONY: setup setup-system demo test lint lock lock-gpu image image-gpu image-test bench bench-metrics bench-evaluator bench-datagen bench-trainer bench-kfp bench-quality bench-speed bench-overhead pretrained mutations
 
 setup:
 	@./scripts/setup.sh
@@ -85,6 +85,13 @@ bench-quality: pretrained
 # side in one run (docs/speed.md; real all-MiniLM-L6-v2 checkpoint; about 15 minutes on 2 cores).
 bench-speed: pretrained
 	.venv/bin/python tests/benchmarks/bench_speed.py
+
+# Issue 16 items 3-4: each component's own cost on `rankpipe run demo` and `cranfield`, before
+# (BEFORE=<git rev>) and after, and the evaluator's scoring with 1 vs 2 workers and 1x vs 4x
+# candidates with peak RSS (docs/speed.md "The pipeline's own cost"; about 8 minutes).
+BEFORE ?= ba5a7bf
+bench-overhead: pretrained
+	.venv/bin/python tests/benchmarks/bench_overhead.py --before $(BEFORE) --scale
 
 # Each README promise broken on purpose (tests/mutations.py): its tests must go red
 # (docs/testing.md; not in CI: about 25 minutes on 2 cores). NAMES="fusion-alpha-ignored ..." for some.

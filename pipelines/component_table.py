@@ -53,6 +53,8 @@ class ComponentRow:
     after: tuple[str, ...] = ()  # ids it runs after without consuming their outputs
     key_figure: figures.KeyFigure | None = None  # on its console line when it finishes
     artifact_types: dict[str, str] = field(default_factory=dict)  # title -> class path
+    # A Beam executor class (import path) replacing the component's own, same inputs/outputs.
+    executor_class: str | None = None
 
 
 def _datagen(w: Wiring) -> dict[str, Any]:
@@ -132,6 +134,8 @@ COMPONENTS: tuple[ComponentRow, ...] = (
         "tfx.v1.components.StatisticsGen",
         lambda w: {"examples": w.output("RankingDataGen", "examples")},
         "Compute statistics",
+        # TFX's executor, with small inputs in process (docs/speed.md).
+        executor_class="components.statistics_gen.Executor",
     ),
     ComponentRow(
         "ImportSchemaGen",

@@ -47,6 +47,45 @@ def path_defaults() -> dict[str, str]:
 PATH_DEFAULTS = path_defaults()
 
 
+# TFX's BaseBeamExecutor, unless the Beam args carry one of these flags, copies the whole TFX
+# installation (48 MB) into a new /tmp directory and builds an sdist of it for Beam to stage to
+# remote workers, for every Beam component of every run (about 1.5 s each; the copies are never
+# removed: tfx/utils/dependency_utils.py make_beam_dependency_flags). The DirectRunner stages
+# nothing (its workers are processes of this machine, their environment follows
+# direct_running_mode), so on it `pipeline_args` names the SDK container image, which the
+# DirectRunner does not read: TFX then builds nothing. Other runners are left to TFX.
+TFX_DEPENDENCY_FLAGS = (
+    "extra_packages",
+    "extra_package",
+    "setup_file",
+    "requirements_file",
+    "worker_harness_container_image",
+    "sdk_container_image",
+)
+DIRECT_RUNNER_NO_STAGING = "--sdk_container_image=unused-by-the-direct-runner"
+DIRECT_RUNNERS = ("DirectRunner", "direct", "BundleBasedDirectRunner", "SwitchingDirectRunner")
+
+
+def _flag_value(args: list[str], name: str) -> str | None:
+    """The last value of `--name=value` or `--name value` in args (None when absent)."""
+    value = None
+    for i, arg in enumerate(args):
+        if arg.startswith(f"--{name}="):
+            value = arg.split("=", 1)[1]
+        elif arg == f"--{name}":
+            value = args[i + 1] if i + 1 < len(args) else ""
+    return value
+
+
+def skips_tfx_staging(args: list[str]) -> bool:
+    """Whether `DIRECT_RUNNER_NO_STAGING` belongs in these Beam args: the DirectRunner (no
+    --runner, or a DirectRunner) and no dependency flag of the user's."""
+    runner = _flag_value(args, "runner")
+    if runner is not None and runner not in DIRECT_RUNNERS:
+        return False
+    return all(_flag_value(args, name) is None for name in TFX_DEPENDENCY_FLAGS)
+
+
 @dataclass
 class BeamConfig:
     # DirectRunner mode: in_memory, multi_threading or multi_processing.
@@ -68,15 +107,17 @@ class BeamConfig:
         """Beam args. 0 workers becomes available_cpus() here (the cgroup CPU quota, not the
         machine's core count Beam itself would take). resolve_workers=False keeps 0: a compiled
         Kubeflow spec must not carry the compiling machine's count; the executors' entrypoint
-        resolves it in the pod (pipelines/kfp_entrypoint.py resolve_beam_workers)."""
+        resolves it in the pod (pipelines/kfp_entrypoint.py resolve_beam_workers). On the
+        DirectRunner they end with DIRECT_RUNNER_NO_STAGING (see there)."""
         workers = self.direct_num_workers or (available_cpus() if resolve_workers else 0)
         if self.direct_running_mode == "in_memory":
             workers = 1  # in_memory runs one worker whatever is asked; say so to Beam
-        return [
+        args = [
             f"--direct_running_mode={self.direct_running_mode}",
             f"--direct_num_workers={workers}",
             *self.extra_args,
         ]
+        return [*args, DIRECT_RUNNER_NO_STAGING] if skips_tfx_staging(args) else args
 
 
 # The pipeline's component ids, the keys of runner.kubeflow.components: the ids of the rows of

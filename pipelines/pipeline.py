@@ -17,6 +17,7 @@ import importlib
 from pathlib import Path
 
 from tfx import v1 as tfx
+from tfx.dsl.components.base import executor_spec
 
 from pipelines.component_table import COMPONENTS, Wiring
 from pipelines.config import PipelineConfig
@@ -36,6 +37,10 @@ def create_components(config: PipelineConfig, schema_file: str | None = None) ->
     for row in COMPONENTS:
         module, name = row.component_class.rsplit(".", 1)
         component = getattr(importlib.import_module(module), name)(**row.args(wiring))
+        if row.executor_class:
+            module, name = row.executor_class.rsplit(".", 1)
+            executor = getattr(importlib.import_module(module), name)
+            component.executor_spec = executor_spec.BeamExecutorSpec(executor)
         for upstream in row.after:
             component.add_upstream_node(wiring.built[upstream])
         if component.id != row.id:

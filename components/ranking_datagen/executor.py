@@ -31,7 +31,7 @@ from tfx import types
 from tfx.dsl.components.base import base_beam_executor
 from tfx.types import artifact_utils
 
-from components import artifacts
+from components import artifacts, beam_mode
 from components.executor_types import Artifacts
 from components.executor_types import ExecProperties as Props
 from components.ranking_datagen import (
@@ -82,6 +82,10 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         # ---- 0. driver inputs: everything small, checked before any Beam work -------------
         inputs = self._read_inputs(coll, cfg, report, vocab_path)
         timings["driver_inputs"] = time.time() - start
+        # A small collection runs both Beam passes in process: no worker start-up
+        # (components/beam_mode.py; the same bytes on every runner and mode).
+        size = beam_mode.input_bytes([coll.documents])
+        make_pipeline = beam_mode.pipeline_maker(self, size, "RankingDataGen")
 
         # ---- 1. collection pass -----------------------------------------------------------
         t0 = time.time()
@@ -89,7 +93,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         if inputs.run is not None:
             needed |= {d for docs in inputs.run.scores.values() for d in docs}
         cp = passes.collection_pass(
-            self._make_beam_pipeline,
+            make_pipeline,
             coll,
             cfg,
             inputs.queries,
@@ -111,7 +115,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         t0 = time.time()
         vocab = tokenization.read_vocab(vocab_path)
         counters = passes.encoding_pass(
-            self._make_beam_pipeline,
+            make_pipeline,
             cfg,
             inputs.queries,
             plan.groups,

@@ -27,7 +27,7 @@ from tfx.dsl.components.base import base_beam_executor
 from tfx.types import artifact_utils
 from tfx.utils import path_utils
 
-from components import artifacts
+from components import artifacts, beam_mode
 from components.executor_types import Artifacts
 from components.executor_types import ExecProperties as Props
 from components.ranking_evaluator import (
@@ -154,26 +154,33 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         split_uri = artifact_utils.get_split_uri([examples], split)
         # A fresh directory per attempt: a retried execution must not read a failed one's parts.
         scores_prefix = os.path.join(self._get_tmp_dir(), f"scores-{uuid.uuid4().hex}", "part")
+        # A small split is scored in process: no Beam worker start-up (components/beam_mode.py).
+        split_bytes = beam_mode.input_bytes([os.path.join(split_uri, "*")])
+        make_pipeline = beam_mode.pipeline_maker(self, split_bytes, "RankingEvaluator")
+        phases: dict[str, float] = {}
         t0 = time.time()
         runs, scored_by = scoring.score_split(
-            self._make_beam_pipeline,
+            make_pipeline,
             split_uri,
             models,
             batch_size=config.batch_size,
             scores_prefix=scores_prefix,
+            phases=phases,
         )
         scoring_seconds = time.time() - t0
+        phases["in_process"] = make_pipeline != self._make_beam_pipeline
         n_scored = sum(len(d) for d in runs["candidate"].values())
         if not n_scored:
             raise ValueError(f"the {split} split of {examples.uri} has no examples to score")
         logging.info(
-            "Scored %d candidates of %d %s queries with %d model(s) (%s) in %.1fs",
+            "Scored %d candidates of %d %s queries with %d model(s) (%s) in %.1fs: %s",
             n_scored,
             len(runs["candidate"]),
             split,
             len(models),
             scored_by,
             scoring_seconds,
+            phases,
         )
 
         # ---- metrics: the split's queries against the full qrels --------------------------
@@ -268,9 +275,14 @@ class Executor(base_beam_executor.BaseBeamExecutor):
             "baseline_version": baseline.version if baseline else None,
             "scoring": scored_by,
             "scoring_seconds": round(scoring_seconds, 2),
+            # Where the scoring pass's time went (scoring.pass_phases) and whether it ran in
+            # process (beam_mode): the pipeline's own cost, docs/speed.md.
+            "scoring_phases": phases,
             "candidates_per_second": round(n_scored * len(models) / scoring_seconds, 1),
             "seconds": round(time.time() - start, 1),
         }
+        # Metrics, significance tests and the report, timed up to here.
+        phases["after_scoring_seconds"] = round(time.time() - t0 - scoring_seconds, 2)
         html = report.html(
             metrics,
             plots.figures_or_none(

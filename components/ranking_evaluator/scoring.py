@@ -10,19 +10,32 @@ Two paths, chosen per model by its signatures (`embeds`):
   length) and each pair is scored by a dot product, instead of encoding a document once per
   query that retrieved it (up to candidates_depth times). This is how sentence-transformers
   scores a corpus (util.semantic_search over encode()d embeddings,
-  https://www.sbert.net/examples/applications/semantic-search/). The vectors meet their pairs
-  through two CoGroupByKey joins (by query, then by document), so no worker holds them all.
+  https://www.sbert.net/examples/applications/semantic-search/). Pairs meet their document's
+  vectors through a CoGroupByKey by document, and their query's vectors through a side input
+  (queries are few next to pairs: every worker holds the split's query vectors, Q x dim floats
+  per model), so what travels per pair is two ids, not a 384-float vector, and memory grows
+  with the texts, not with the candidates (docs/speed.md "Scale of the scoring").
+
+Where a pass's time goes (docs/speed.md, "The pipeline's own cost"): `score_split` can fill a
+`phases` dict from the pass's Beam metrics: how many SavedModels were loaded and for how long
+(each worker process loads each model once: shared.Shared here, the same in tfx-bsl's
+RunInference, whose `load_model_latency_milli_secs` counts its loads), and the seconds spent
+inside the models, summed over workers; the rest of the pass is Beam (start-up, workers,
+reading, joins, writing).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import apache_beam as beam
 import numpy as np
 import tensorflow as tf
+from apache_beam.metrics.metric import MetricsFilter
+from apache_beam.runners.runner import PipelineResult
 from apache_beam.utils import shared
 from tensorflow.python.saved_model import loader_impl
 from tensorflow_serving.apis import prediction_log_pb2
@@ -41,6 +54,10 @@ from rankcore.constants import (
 # Texts are grouped by (kind, length // LENGTH_BUCKET) before batching, then sorted by length
 # within a group, so a batch pads little and groups can go to different workers.
 LENGTH_BUCKET = 32
+
+# Beam metrics of where a scoring pass's time goes (score_split `phases`), apart from the
+# "rankpipe" counters of what was scored.
+PHASES_NAMESPACE = "rankpipe.phases"
 
 Key = tuple[str, str]  # (qid, docid)
 Scored = tuple[str, str, tuple[float, ...]]  # (qid, docid, one score per model)
@@ -188,60 +205,73 @@ class _LoadedModels:
     def __init__(self, model_dirs: Sequence[str]):
         import tensorflow_text  # noqa: F401  (registers the tokenizer ops the graph holds)
 
+        t0 = time.perf_counter()
         self.models = [tf.saved_model.load(d) for d in model_dirs]
+        self.load_seconds = time.perf_counter() - t0
 
 
 class _Embed(beam.DoFn):
     """A batch of one kind of text -> (text key, (vector of model 1, ...)). The models are
-    loaded once per worker process (shared.Shared), not per DoFn instance or bundle."""
+    loaded once per worker process (shared.Shared), not per DoFn instance or bundle: the
+    `saved_model_loads` counter (PHASES_NAMESPACE) counts the loads that really happened."""
 
     def __init__(self, model_dirs: Sequence[str], handle: shared.Shared):
         self._model_dirs = list(model_dirs)
         self._handle = handle
         self._loaded: _LoadedModels | None = None
+        self._unreported_load: _LoadedModels | None = None
         self._texts = beam.metrics.Metrics.counter("rankpipe", "texts_embedded")
+        self._loads = beam.metrics.Metrics.counter(PHASES_NAMESPACE, "saved_model_loads")
+        self._load_ms = beam.metrics.Metrics.counter(PHASES_NAMESPACE, "model_load_ms")
+        self._model_ms = beam.metrics.Metrics.counter(PHASES_NAMESPACE, "model_ms")
 
     def setup(self) -> None:
         key = hashlib.sha256("\n".join(self._model_dirs).encode()).hexdigest()
-        self._loaded = self._handle.acquire(lambda: _LoadedModels(self._model_dirs), tag=key)
+
+        def load() -> _LoadedModels:
+            # Only when this process has no live copy; reported in the first bundle (setup may
+            # run outside any bundle, where Beam metrics are not collected).
+            self._unreported_load = _LoadedModels(self._model_dirs)
+            return self._unreported_load
+
+        self._loaded = self._handle.acquire(load, tag=key)
 
     def process(self, batch: list) -> Iterator[tuple[Text, tuple[np.ndarray, ...]]]:
+        if self._unreported_load is not None:
+            self._loads.inc(len(self._unreported_load.models))
+            self._load_ms.inc(round(self._unreported_load.load_seconds * 1000))
+            self._unreported_load = None
         kind = batch[0][0][0]
         signature = EMBED_QUERY_SIGNATURE if kind == "q" else EMBED_DOC_SIGNATURE
         ids = np.zeros([len(batch), max(1, max(len(t) for _, t in batch))], np.int64)
         for row, (_, tokens) in enumerate(batch):
             ids[row, : len(tokens)] = tokens
+        t0 = time.perf_counter()
         vectors = [
             m.signatures[signature](ids=tf.constant(ids))[EMBEDDING_OUTPUT].numpy()
             for m in self._loaded.models
         ]
+        self._model_ms.inc(round((time.perf_counter() - t0) * 1000))
         self._texts.inc(len(batch))
         for row, (key, _) in enumerate(batch):
             yield key, tuple(v[row] for v in vectors)
-
-
-def _by_document(joined: tuple[str, dict]) -> Iterator[tuple[str, tuple]]:
-    qid, parts = joined
-    (vectors,) = parts["vectors"]  # every query of a pair was embedded
-    for docid in parts["docids"]:
-        yield docid, (qid, vectors)
 
 
 class _DotProducts(beam.DoFn):
     def __init__(self):
         self._pairs = beam.metrics.Metrics.counter("rankpipe", "pairs_scored")
 
-    def process(self, joined: tuple[str, dict]) -> Iterator[Scored]:
+    def process(self, joined: tuple[str, dict], queries: dict) -> Iterator[Scored]:
         docid, parts = joined
-        (doc_vectors,) = parts["vectors"]
-        for qid, query_vectors in parts["queries"]:
+        (doc_vectors,) = parts["vectors"]  # every document of a pair was embedded
+        for qid in parts["qids"]:
             self._pairs.inc()
             yield (
                 qid,
                 docid,
                 tuple(
                     float(np.dot(q.astype(np.float64), d.astype(np.float64)))
-                    for q, d in zip(query_vectors, doc_vectors, strict=True)
+                    for q, d in zip(queries[qid], doc_vectors, strict=True)
                 ),
             )
 
@@ -279,16 +309,11 @@ class EmbedAndScore(beam.PTransform):
             | "Documents" >> beam.Filter(lambda kv: kv[0][0] == "d")
             | "ByDocid" >> beam.Map(lambda kv: (kv[0][1], kv[1]))
         )
-        docids = pairs | "DocidsByQid" >> beam.Map(lambda p: (p[0], p[1]))
-        queries_by_doc = (
-            {"vectors": query_vectors, "docids": docids}
-            | "JoinQueries" >> beam.CoGroupByKey()
-            | "ByDocument" >> beam.FlatMap(_by_document)
-        )
+        qids = pairs | "QidsByDocid" >> beam.Map(lambda p: (p[1], p[0]))
         return (
-            {"vectors": doc_vectors, "queries": queries_by_doc}
+            {"vectors": doc_vectors, "qids": qids}
             | "JoinDocuments" >> beam.CoGroupByKey()
-            | "DotProducts" >> beam.ParDo(_DotProducts())
+            | "DotProducts" >> beam.ParDo(_DotProducts(), queries=beam.pvalue.AsDict(query_vectors))
         )
 
 
@@ -305,6 +330,51 @@ def read_scores(pattern: str) -> list[Scored]:
 EMBED_ONCE, PER_PAIR = "embed_once", "per_pair"
 
 
+def _metric_sum(results: dict, name: str) -> float:
+    """Committed (else attempted) value of every counter or distribution sum called `name`."""
+    total = 0.0
+    for result in results["counters"] + results["distributions"]:
+        if result.key.metric.name == name:
+            value = result.committed if result.committed is not None else result.attempted
+            total += getattr(value, "sum", value) or 0
+    return total
+
+
+def _metric_count(results: dict, name: str) -> int:
+    """How many values every distribution called `name` received."""
+    total = 0
+    for result in results["distributions"]:
+        if result.key.metric.name == name:
+            value = result.committed if result.committed is not None else result.attempted
+            total += value.count if value is not None else 0
+    return total
+
+
+def pass_phases(result: PipelineResult, seconds: float) -> dict[str, float]:
+    """Where a scoring pass's `seconds` went, from its Beam metrics: SavedModel loads (count
+    and seconds, summed over workers: EmbedAndScore's counters and RunInference's
+    `load_model_latency_milli_secs`), seconds inside the models (summed over workers), and the
+    rest of the pass (Beam start-up, workers, I/O, joins; the model seconds are taken off as if
+    the workers had run in turn, so with N parallel workers it is an upper bound)."""
+    results = result.metrics().query(MetricsFilter())
+    loads = _metric_sum(results, "saved_model_loads") + _metric_count(
+        results, "load_model_latency_milli_secs"
+    )
+    load_ms = _metric_sum(results, "model_load_ms")
+    load_s = (load_ms + _metric_sum(results, "load_model_latency_milli_secs")) / 1e3
+    model_s = (
+        _metric_sum(results, "model_ms") / 1e3
+        + _metric_sum(results, "inference_batch_latency_micro_secs") / 1e6
+    )
+    return {
+        "pass_seconds": round(seconds, 2),
+        "saved_model_loads": int(loads),
+        "model_load_seconds": round(load_s, 2),
+        "model_seconds": round(model_s, 2),
+        "beam_seconds": round(max(0.0, seconds - load_s - model_s), 2),
+    }
+
+
 def score_split(
     make_pipeline: Callable[[], beam.Pipeline],
     split_uri: str,
@@ -312,10 +382,12 @@ def score_split(
     batch_size: int,
     scores_prefix: str,
     embed: bool = True,
+    phases: dict[str, float] | None = None,
 ) -> tuple[dict[str, dict[str, dict[str, float]]], dict[str, str]]:
     """Every candidate of a split scored by every model in one Beam pipeline that reads the
     examples once: the models that `embeds` by EmbedAndScore (unless embed=False), the others
-    by ScoreExamples. Returns ({name: run}, {name: EMBED_ONCE or PER_PAIR})."""
+    by ScoreExamples. Returns ({name: run}, {name: EMBED_ONCE or PER_PAIR}); `phases`, when
+    given, gets `pass_phases` (where the pass's time went)."""
     how = {n: EMBED_ONCE if embed and embeds(d) else PER_PAIR for n, d in models.items()}
     groups = {
         label: [n for n in models if how[n] == label]
@@ -323,19 +395,24 @@ def score_split(
         if label in how.values()
     }
     transforms = {EMBED_ONCE: EmbedAndScore, PER_PAIR: ScoreExamples}
-    with make_pipeline() as p:
-        examples = p | "ReadExamples" >> beam.io.ReadFromTFRecord(
-            io_utils.all_files_pattern(split_uri),
-            compression_type=beam.io.filesystem.CompressionTypes.GZIP,
+    t0 = time.perf_counter()
+    p = make_pipeline()
+    examples = p | "ReadExamples" >> beam.io.ReadFromTFRecord(
+        io_utils.all_files_pattern(split_uri),
+        compression_type=beam.io.filesystem.CompressionTypes.GZIP,
+    )
+    for label, names in groups.items():
+        _ = (
+            examples
+            | f"Score-{label}" >> transforms[label]([models[n] for n in names], batch_size)
+            | f"ToJson-{label}" >> beam.Map(json.dumps)
+            | f"WriteScores-{label}"
+            >> beam.io.WriteToText(f"{scores_prefix}-{label}", file_name_suffix=".jsonl")
         )
-        for label, names in groups.items():
-            _ = (
-                examples
-                | f"Score-{label}" >> transforms[label]([models[n] for n in names], batch_size)
-                | f"ToJson-{label}" >> beam.Map(json.dumps)
-                | f"WriteScores-{label}"
-                >> beam.io.WriteToText(f"{scores_prefix}-{label}", file_name_suffix=".jsonl")
-            )
+    result = p.run()
+    result.wait_until_finish()
+    if phases is not None:
+        phases.update(pass_phases(result, time.perf_counter() - t0))
     runs: dict[str, dict[str, dict[str, float]]] = {}
     for label, names in groups.items():
         runs.update(to_runs(read_scores(f"{scores_prefix}-{label}*.jsonl"), names))

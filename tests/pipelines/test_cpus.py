@@ -75,3 +75,23 @@ def test_zero_workers_resolve_to_the_quota_locally_and_stay_zero_for_kubeflow(
     assert "--direct_num_workers=0" in beam.pipeline_args(resolve_workers=False)
     explicit = config_lib.BeamConfig(direct_num_workers=4)
     assert "--direct_num_workers=4" in explicit.pipeline_args()
+
+
+def test_direct_runner_args_keep_tfx_from_building_its_staging_package() -> None:
+    # TFX's BaseBeamExecutor builds an sdist of TFX (48 MB copied to /tmp, never removed) for
+    # every Beam component unless a dependency flag is set; the DirectRunner needs none.
+    args = config_lib.BeamConfig(direct_num_workers=2).pipeline_args()
+    assert args[-1] == config_lib.DIRECT_RUNNER_NO_STAGING
+    from tfx.utils import dependency_utils
+
+    assert dependency_utils.make_beam_dependency_flags(args) == args  # built nothing
+    for extra in (
+        ["--runner=DataflowRunner", "--project=p"],
+        ["--runner", "FlinkRunner"],
+        ["--setup_file=./setup.py"],
+        ["--extra_package", "dist/x.tar.gz"],
+    ):
+        beam = config_lib.BeamConfig(direct_num_workers=2, extra_args=extra)
+        assert config_lib.DIRECT_RUNNER_NO_STAGING not in beam.pipeline_args(), extra
+    explicit = config_lib.BeamConfig(direct_num_workers=2, extra_args=["--runner=DirectRunner"])
+    assert explicit.pipeline_args()[-1] == config_lib.DIRECT_RUNNER_NO_STAGING

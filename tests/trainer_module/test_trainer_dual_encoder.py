@@ -328,10 +328,21 @@ def test_evaluator_embeds_each_text_once_and_scores_as_per_pair(
         reference.setdefault(qid, {})[docid] = float(score)
 
     models = {"candidate": dual, "baseline": old, "again": dual}
+    phases: dict = {}
     runs, how = scoring.score_split(
-        beam.Pipeline, split_uri, models, batch_size=4, scores_prefix=str(tmp_path / "s" / "p")
+        beam.Pipeline,
+        split_uri,
+        models,
+        batch_size=4,
+        scores_prefix=str(tmp_path / "s" / "p"),
+        phases=phases,
     )
     assert how == {"candidate": "embed_once", "baseline": "per_pair", "again": "embed_once"}
+    # One worker (in_memory), many bundles and batches: each SavedModel loaded once, the two
+    # embedded ones by EmbedAndScore, the third by RunInference (docs/speed.md).
+    assert phases["saved_model_loads"] == 3
+    assert phases["model_load_seconds"] > 0 and phases["model_seconds"] > 0
+    assert phases["pass_seconds"] >= phases["model_load_seconds"] + phases["beam_seconds"]
     per_pair, how_pp = scoring.score_split(
         beam.Pipeline, split_uri, {"candidate": dual}, 4, str(tmp_path / "pp" / "p"), embed=False
     )

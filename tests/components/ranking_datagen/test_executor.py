@@ -33,6 +33,7 @@ from datagen_testlib import (
 from tensorflow_metadata.proto.v0 import schema_pb2
 from tensorflow_transform.tf_metadata import schema_utils
 
+from components import beam_mode
 from components.ranking_datagen import beam_transforms, splits, tokenization
 from components.ranking_datagen.readers import BadRecordError
 from components.ranking_datagen.splits import kfold_split
@@ -274,11 +275,15 @@ def cranfield_other_runner(
     cranfield_bm25: Outputs,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Outputs:
-    return run_pipeline(
-        tmp_path_factory.mktemp(f"cranfield-{request.param}"),
-        *cranfield_config(*CRANFIELD_OVERRIDES),
-        beam_args=RUNNER_MODES[request.param],
-    )
+    # Cranfield is small enough that RankingDataGen would run in process on its own
+    # (components/beam_mode.py): switched off, so each mode really runs as named.
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv(beam_mode.THRESHOLD_ENV, "0")
+        return run_pipeline(
+            tmp_path_factory.mktemp(f"cranfield-{request.param}"),
+            *cranfield_config(*CRANFIELD_OVERRIDES),
+            beam_args=RUNNER_MODES[request.param],
+        )
 
 
 def test_same_config_gives_byte_identical_outputs_on_every_runner(
