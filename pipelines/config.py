@@ -88,7 +88,8 @@ def skips_tfx_staging(args: list[str]) -> bool:
 
 @dataclass
 class BeamConfig:
-    # DirectRunner mode: in_memory, multi_threading or multi_processing.
+    # DirectRunner mode: in_memory, multi_threading or multi_processing (a component whose input
+    # is under 16 MB runs multi_processing in_memory; $RANKPIPE_IN_PROCESS_BELOW_MB=0: never).
     direct_running_mode: str = "multi_processing"
     # DirectRunner workers; 0 = one per CPU this process may use: the cgroup CPU quota (a pod's
     # CPU limit) when set, else the CPU affinity (pipelines/cpus.py), resolved where it runs.
