@@ -82,11 +82,25 @@ class RerankerModule(tf.Module):
         self.tft_layer = tft_layer  # tracked: its vocab asset and tables are saved with us
         self.max_query_length = max_query_length
         self.max_doc_length = max_doc_length
+        # The tokenizer too is traced once for every signature that reads raw text.
+        self._tokenize_texts = tf.function(
+            self._tokenize_graph,
+            input_signature=[tf.TensorSpec([None], tf.string)],
+            autograph=False,
+        )
+        self._trace_model()
+
+    def _trace_model(self) -> None:
         # The model traced once, called by every signature: tracing a BERT-size model is what
         # export time goes to, and each signature tracing it again also stored another copy.
+        # No autograph: the models need none, and converting their source is most of a trace
+        # (trainer_module/training.py). An attribute tf.function with an input signature is
+        # traced by tf.saved_model.save even if no signature calls it, so a subclass that
+        # scores otherwise overrides this method instead of adding a second one.
         self._score_ids = tf.function(
             lambda q, d: tf.cast(self.model((q, d), training=False), tf.float32),
             input_signature=[_IDS, _IDS],
+            autograph=False,
         )
 
     def _score(self, query_ids: tf.Tensor, doc_ids: tf.Tensor) -> dict[str, tf.Tensor]:
@@ -95,24 +109,29 @@ class RerankerModule(tf.Module):
         return {SCORE_OUTPUT: self._score_ids(query_ids, doc_ids)}
 
     def _tokenize(self, texts: tf.Tensor) -> tf.Tensor:
+        return self._tokenize_texts(texts)
+
+    def _tokenize_graph(self, texts: tf.Tensor) -> tf.Tensor:
         sparse = self.tft_layer({RAW_TEXT_KEY: texts})[TOKEN_IDS_KEY]
         return tf.sparse.to_dense(tf.cast(sparse, tf.int64))
 
     @tf.function(
+        autograph=False,
         input_signature=[
             tf.TensorSpec([None], tf.string, name="query"),
             tf.TensorSpec([None], tf.string, name="document"),
-        ]
+        ],
     )
     def serving_default(self, query: tf.Tensor, document: tf.Tensor) -> dict[str, tf.Tensor]:
         return self._score(self._tokenize(query), self._tokenize(document))
 
     @tf.function(
+        autograph=False,
         input_signature=[
             tf.TensorSpec([], tf.string, name="query"),
             tf.TensorSpec([None], tf.string, name="documents"),
             tf.TensorSpec([None], tf.float32, name="first_stage_scores"),
-        ]
+        ],
     )
     def rank_candidates(
         self, query: tf.Tensor, documents: tf.Tensor, first_stage_scores: tf.Tensor
@@ -126,7 +145,9 @@ class RerankerModule(tf.Module):
         )
         return {"fused_score": tf.cast(fused, tf.float32), "reranker_score": reranker}
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
+    @tf.function(
+        input_signature=[tf.TensorSpec([None], tf.string, name="examples")], autograph=False
+    )
     def score_examples(self, examples: tf.Tensor) -> dict[str, tf.Tensor]:
         ex = tf.io.parse_example(examples, _EXAMPLE_SPEC)
         query = tf.sparse.to_dense(ex["query_ids"])
@@ -143,11 +164,11 @@ class DualEncoderModule(RerankerModule):
     Every signature goes through one traced encoder (`_embed_ids`); a pair's score is the dot
     product of the two L2-normalised embeddings, DualEncoder.call's arithmetic."""
 
-    def __init__(self, model: keras.Model, *args, **kwargs):
-        super().__init__(model, *args, **kwargs)
+    def _trace_model(self) -> None:
         self._embed_ids = tf.function(
             lambda ids: tf.cast(self.model.embed(ids, training=False), tf.float32),
             input_signature=[_IDS],
+            autograph=False,
         )
 
     def _embed(self, ids: tf.Tensor, max_length: int) -> dict[str, tf.Tensor]:
@@ -158,15 +179,19 @@ class DualEncoderModule(RerankerModule):
         doc = self._embed(doc_ids, self.max_doc_length)[EMBEDDING_OUTPUT]
         return {SCORE_OUTPUT: tf.reduce_sum(query * doc, axis=-1)}
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")], autograph=False)
     def embed_texts(self, text: tf.Tensor) -> dict[str, tf.Tensor]:
         return self._embed(self._tokenize(text), self.max_doc_length)
 
-    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int64, name="ids")])
+    @tf.function(
+        input_signature=[tf.TensorSpec([None, None], tf.int64, name="ids")], autograph=False
+    )
     def embed_query_ids(self, ids: tf.Tensor) -> dict[str, tf.Tensor]:
         return self._embed(ids, self.max_query_length)
 
-    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int64, name="ids")])
+    @tf.function(
+        input_signature=[tf.TensorSpec([None, None], tf.int64, name="ids")], autograph=False
+    )
     def embed_doc_ids(self, ids: tf.Tensor) -> dict[str, tf.Tensor]:
         return self._embed(ids, self.max_doc_length)
 

@@ -9,7 +9,7 @@ from typing import Any
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from rankcore import fusion
+from rankcore import embeddings, fusion
 from trainer_module import hardware, validation
 from trainer_module.checkpointing import checkpoint_dir, run_fingerprint
 from trainer_module.config import TrainerConfig
@@ -30,24 +30,20 @@ def read_vocab(transform_graph_path: str) -> list[str]:
 
 def choose_fusion(
     cfg: TrainerConfig,
-    controller: Controller,
+    dev: validation.DevScores | None,
     result: TrainResult,
-    has_dev: bool,
     seconds: dict[str, float] | None = None,
 ) -> dict | None:
-    """The first-stage fusion the exported model carries (after the best checkpoint is restored):
-    alpha tuned on the dev queries (or fixed), with the dev metric of each grid alpha. With
-    train_steps 0 (zero-shot) this is also where the model is first validated. `seconds` gets
-    the time spent scoring the dev split ("dev_scoring") and tuning alpha ("fusion")."""
+    """The first-stage fusion the exported model carries, from the exported model's scores of
+    the dev split (`dev`, None without dev queries): alpha tuned on the dev queries (or fixed),
+    with the dev metric of each grid alpha. With train_steps 0 (zero-shot) this is also where
+    the model is first validated. `seconds` gets the time spent tuning alpha ("fusion")."""
     seconds = {} if seconds is None else seconds
-    if not has_dev:
+    if dev is None:
         if cfg.fusion == "tuned":
             raise ValueError("trainer config: fusion tuned needs dev queries (the dev split)")
         alpha = fusion.fusion_alpha(cfg.fusion, cfg.fusion_alpha, None)
         return None if alpha is None else {"mode": cfg.fusion, "alpha": alpha}
-    t0 = time.monotonic()
-    dev = controller.score_dev()
-    seconds["dev_scoring"] = time.monotonic() - t0
     t0 = time.monotonic()
 
     def metric(run: dict) -> float:
@@ -128,7 +124,12 @@ def run_fn(fn_args: Any) -> TrainResult:
     if controller.restore_best():
         logging.info("exporting best model (step %d)", result.best_step)
     seconds["train"] = time.monotonic() - t0
-    result.fusion = choose_fusion(cfg, controller, result, bool(fn_args.eval_files), seconds)
+    dev = None
+    if fn_args.eval_files:  # the exported (best) weights' scores of every dev candidate
+        t0 = time.monotonic()
+        dev = controller.score_dev()
+        seconds["dev_scoring"] = time.monotonic() - t0
+    result.fusion = choose_fusion(cfg, dev, result, seconds)
     result.seconds = seconds
     if controller.chief:
         write_results(result, fn_args.model_run_dir)
@@ -144,6 +145,22 @@ def run_fn(fn_args: Any) -> TrainResult:
         fusion=result.fusion,
     )
     seconds["export"] = time.monotonic() - t0
+    if controller.chief and dev is not None and dev.vectors:
+        # A dual encoder's dev vectors, for the evaluator to reuse (rankcore/embeddings.py).
+        t0 = time.monotonic()
+        embeddings.write_embeddings(
+            fn_args.model_run_dir,
+            dev.vectors,
+            embeddings.EmbeddingsMeta(
+                model=embeddings.model_fingerprint(export_dir),
+                max_query_length=max_q,
+                max_doc_length=max_d,
+                dim=len(next(iter(dev.vectors.values()))[1]),
+                count=len(dev.vectors),
+                split="dev",
+            ),
+        )
+        seconds["write_embeddings"] = time.monotonic() - t0
     if not controller.chief:
         tf.io.gfile.rmtree(export_dir)
     seconds["total"] = time.monotonic() - start

@@ -18,6 +18,9 @@ class DevScores(NamedTuple):
     qrels: dict[str, dict[str, int]]  # from the examples' judged labels
     run: dict[str, dict[str, float]]  # the model's scores
     first_stage: dict[str, dict[str, float]]  # the examples' first-stage scores
+    # Dual encoders (score_dev_embedded): each distinct text's token ids and float32 vector,
+    # by ("q", qid) / ("d", docid); run_fn writes them for the evaluator (rankcore/embeddings).
+    vectors: dict[tuple[str, str], tuple[list[int], np.ndarray]] | None = None
 
 
 def score_dev(
@@ -55,8 +58,9 @@ def score_dev_embedded(
     """score_dev for dual encoders: each distinct query and document is embedded once (in
     length-sorted batches, so little padding), and a pair's score is the dot product of the
     L2-normalised embeddings, i.e. the model's cosine. Dev candidates share documents across
-    queries, so this does several times less work than scoring every pair."""
-    out = DevScores({}, {}, {})
+    queries, so this does several times less work than scoring every pair. The vectors are kept
+    in `vectors` (float32, as the model computes them)."""
+    out = DevScores({}, {}, {}, {})
     texts: dict[tuple[str, str], list[int]] = {}
     pairs: list[tuple[str, str]] = []
     ds = inputs.make_eval_dataset(file_patterns, batch_size, max_query_length, max_doc_length)
@@ -74,16 +78,19 @@ def score_dev_embedded(
             if judged[i] == 1:
                 out.qrels.setdefault(qid, {})[docid] = int(np.round(labels[i]))
     keys = sorted(texts, key=lambda k: (len(texts[k]), k))
-    vectors: dict[tuple[str, str], np.ndarray] = {}
     for start in range(0, len(keys), batch_size):
         chunk = keys[start : start + batch_size]
         width = max(1, max(len(texts[k]) for k in chunk))
         ids = np.zeros([len(chunk), width], np.int64)
         for row, key in enumerate(chunk):
             ids[row, : len(texts[key])] = texts[key]
-        vectors.update(zip(chunk, embed_fn(tf.constant(ids)).numpy().astype(np.float64)))
+        for key, vector in zip(chunk, embed_fn(tf.constant(ids)).numpy()):
+            out.vectors[key] = (texts[key], vector)
     for qid, docid in pairs:
-        out.run.setdefault(qid, {})[docid] = float(vectors[("q", qid)] @ vectors[("d", docid)])
+        query, doc = out.vectors[("q", qid)][1], out.vectors[("d", docid)][1]
+        out.run.setdefault(qid, {})[docid] = float(
+            query.astype(np.float64) @ doc.astype(np.float64)
+        )
     return out
 
 

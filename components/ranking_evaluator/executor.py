@@ -158,6 +158,14 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         split_bytes = beam_mode.input_bytes([os.path.join(split_uri, "*")])
         make_pipeline = beam_mode.pipeline_maker(self, split_bytes, "RankingEvaluator")
         phases: dict[str, float] = {}
+        # A dual encoder's Trainer already embedded the dev split's texts with this very model
+        # (rankcore/embeddings.py): the test split's texts among them are not embedded again.
+        model_run = (input_dict.get("model_run") or [None])[0]
+        reuse = {
+            "candidate": scoring.reusable_embeddings(
+                model_run.uri if model_run else None, models["candidate"]
+            )
+        }
         t0 = time.time()
         runs, scored_by = scoring.score_split(
             make_pipeline,
@@ -166,6 +174,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
             batch_size=config.batch_size,
             scores_prefix=scores_prefix,
             phases=phases,
+            reuse=reuse,
         )
         scoring_seconds = time.time() - t0
         phases["in_process"] = make_pipeline != self._make_beam_pipeline

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
@@ -43,6 +44,7 @@ from tfx.utils import io_utils
 from tfx_bsl.public.beam import run_inference
 from tfx_bsl.public.proto import model_spec_pb2
 
+from rankcore import embeddings
 from rankcore.constants import (
     EMBED_DOC_SIGNATURE,
     EMBED_QUERY_SIGNATURE,
@@ -54,6 +56,14 @@ from rankcore.constants import (
 # Texts are grouped by (kind, length // LENGTH_BUCKET) before batching, then sorted by length
 # within a group, so a batch pads little and groups can go to different workers.
 LENGTH_BUCKET = 32
+
+# Reusing the Trainer's vectors (EmbedAndScore `reuse`): every CHECK_EVERY-th reused text is
+# embedded again and must agree with the stored vector to REUSE_TOLERANCE in every component
+# (the same model on other batches: float32 rounding is about 1e-7 here); the counters below
+# say how many were checked and how many differed.
+CHECK_EVERY = 64
+REUSE_TOLERANCE = 1e-5
+REUSE_CHECKED, REUSE_MISMATCHED = "reuse_checked", "reuse_mismatched"
 
 # Beam metrics of where a scoring pass's time goes (score_split `phases`), apart from the
 # "rankpipe" counters of what was scored.
@@ -257,6 +267,70 @@ class _Embed(beam.DoFn):
             yield key, tuple(v[row] for v in vectors)
 
 
+class _Reuse(beam.DoFn):
+    """A distinct text joined with the Trainer's vector of it (rankcore/embeddings.py) -> the
+    vector (main output) when the text's cut token ids have the stored digest, else the text
+    to embed ("embed"). Every CHECK_EVERY-th reused text (by a hash of its key, so the same
+    ones on every runner) is also sent to be embedded again ("check") with the stored vector,
+    so that a vector the SavedModel would not give is caught (_Check)."""
+
+    def __init__(self, meta: embeddings.EmbeddingsMeta):
+        self._meta = meta
+        self._reused = beam.metrics.Metrics.counter("rankpipe", "texts_reused")
+
+    def process(self, joined: tuple[Text, dict]) -> Iterator:
+        key, parts = joined
+        if not parts["ids"]:
+            return  # a text of the Trainer's split that this split does not have
+        (ids,) = parts["ids"]
+        digest = embeddings.text_digest(ids, self._meta.max_length(key[0]))
+        stored = [vector for d, vector in parts["stored"] if d == digest]
+        if not stored:
+            yield beam.pvalue.TaggedOutput("embed", (key, ids))
+            return
+        self._reused.inc()
+        yield key, stored[0]
+        if int(hashlib.sha1(repr(key).encode()).hexdigest(), 16) % CHECK_EVERY == 0:
+            yield beam.pvalue.TaggedOutput("check", (key, ids))
+            yield beam.pvalue.TaggedOutput("check_stored", (key, stored[0]))
+
+
+class _Check(beam.DoFn):
+    """A re-embedded text against its stored vector: counts the texts checked and those whose
+    vector differs by more than REUSE_TOLERANCE in any component (score_split then scores the
+    split again without reuse)."""
+
+    def __init__(self):
+        self._checked = beam.metrics.Metrics.counter("rankpipe", REUSE_CHECKED)
+        self._mismatched = beam.metrics.Metrics.counter("rankpipe", REUSE_MISMATCHED)
+
+    def process(self, joined: tuple[Text, dict]) -> Iterator:
+        _, parts = joined
+        ((vector,),), (stored,) = parts["embedded"], parts["stored"]
+        self._checked.inc()
+        if float(np.max(np.abs(vector - stored))) > REUSE_TOLERANCE:
+            self._mismatched.inc()
+        return iter(())
+
+
+def _embed_texts(
+    texts: beam.PCollection, model_dir: str, handle: shared.Shared, batch_size: int, label: str
+) -> beam.PCollection:
+    """(text key, ids) -> (text key, (vector,)) with one model, in length-sorted batches."""
+    return (
+        texts
+        | f"Bucket{label}" >> beam.Map(_bucket)
+        | f"GroupByLength{label}" >> beam.GroupByKey()
+        | f"Batch{label}" >> beam.ParDo(_Batches(batch_size))
+        | f"Embed{label}" >> beam.ParDo(_Embed([model_dir], handle))
+    )
+
+
+def _one_vector(key_and_vectors: tuple[Text, dict]) -> tuple[Text, tuple[np.ndarray, ...]]:
+    key, per_model = key_and_vectors
+    return key, tuple(per_model[i][0][0] for i in range(len(per_model)))  # ((vector,),)
+
+
 class _DotProducts(beam.DoFn):
     def __init__(self):
         self._pairs = beam.metrics.Metrics.counter("rankpipe", "pairs_scored")
@@ -279,26 +353,75 @@ class _DotProducts(beam.DoFn):
 class EmbedAndScore(beam.PTransform):
     """Serialized eval examples -> (qid, docid, (score of model 1, ...)) for dual encoders:
     each distinct query and document embedded once per model, pairs scored by dot product
-    (the models' embeddings are L2-normalised, so this is their cosine, their pair score)."""
+    (the models' embeddings are L2-normalised, so this is their cosine, their pair score).
 
-    def __init__(self, model_dirs: Sequence[str], batch_size: int = 256):
+    `reuse` gives, per model (None: none), the vectors the Trainer already computed for that
+    very SavedModel (a ModelRun directory with rankcore/embeddings.py's files, checked by the
+    caller to be for this model): a text whose cut token ids match is not embedded again
+    (_Reuse, with a sample re-embedded and compared, _Check)."""
+
+    def __init__(
+        self,
+        model_dirs: Sequence[str],
+        batch_size: int = 256,
+        reuse: Sequence[str | None] | None = None,
+    ):
         super().__init__()
         if not model_dirs:
             raise ValueError("EmbedAndScore needs at least one model")
         self._model_dirs = list(model_dirs)
         self._batch_size = batch_size
+        self._reuse = list(reuse or [None] * len(self._model_dirs))
 
     def expand(self, serialized_examples: beam.PCollection) -> beam.PCollection:
         pairs = serialized_examples | "Parse" >> beam.Map(example_pair)
-        vectors = (
-            pairs
-            | "Texts" >> beam.FlatMap(_texts)
-            | "Distinct" >> beam.CombinePerKey(_one_text)
-            | "Bucket" >> beam.Map(_bucket)
-            | "GroupByLength" >> beam.GroupByKey()
-            | "Batch" >> beam.ParDo(_Batches(self._batch_size))
-            | "Embed" >> beam.ParDo(_Embed(self._model_dirs, shared.Shared()))
+        distinct = (
+            pairs | "Texts" >> beam.FlatMap(_texts) | "Distinct" >> beam.CombinePerKey(_one_text)
         )
+        per_model = {}
+        for i, (model_dir, run_dir) in enumerate(zip(self._model_dirs, self._reuse)):
+            handle = shared.Shared()  # one load per worker process for both uses below
+            if run_dir is None:
+                per_model[i] = _embed_texts(distinct, model_dir, handle, self._batch_size, f"{i}")
+                continue
+            meta = embeddings.read_meta(run_dir)
+            stored = (
+                serialized_examples.pipeline
+                | f"ReadStored{i}"
+                >> beam.io.ReadFromTFRecord(
+                    embeddings.vectors_path(run_dir),
+                    compression_type=beam.io.filesystem.CompressionTypes.GZIP,
+                )
+                | f"ParseStored{i}" >> beam.Map(embeddings.from_example)
+                | f"KeyStored{i}" >> beam.Map(lambda r: (r[0], (r[1], r[2])))
+            )
+            joined = (
+                {"ids": distinct, "stored": stored}
+                | f"JoinStored{i}" >> beam.CoGroupByKey()
+                | f"Reuse{i}"
+                >> beam.ParDo(_Reuse(meta)).with_outputs(
+                    "embed", "check", "check_stored", main="reused"
+                )
+            )
+            embedded = _embed_texts(joined.embed, model_dir, handle, self._batch_size, f"{i}")
+            checked = _embed_texts(joined.check, model_dir, handle, self._batch_size, f"Check{i}")
+            _ = (
+                {"embedded": checked, "stored": joined.check_stored}
+                | f"JoinChecks{i}" >> beam.CoGroupByKey()
+                | f"Compare{i}" >> beam.ParDo(_Check())
+            )
+            per_model[i] = (
+                embedded,
+                joined.reused | f"AsTuple{i}" >> beam.Map(lambda kv: (kv[0], (kv[1],))),
+            ) | f"Vectors{i}" >> beam.Flatten()
+        if len(per_model) == 1:
+            vectors = per_model[0]
+        else:
+            vectors = (
+                per_model
+                | "JoinModels" >> beam.CoGroupByKey()
+                | "OneVectorPerModel" >> beam.Map(_one_vector)
+            )
         query_vectors = (
             vectors
             | "Queries" >> beam.Filter(lambda kv: kv[0][0] == "q")
@@ -366,13 +489,32 @@ def pass_phases(result: PipelineResult, seconds: float) -> dict[str, float]:
         _metric_sum(results, "model_ms") / 1e3
         + _metric_sum(results, "inference_batch_latency_micro_secs") / 1e6
     )
+    reuse = {
+        name: int(_metric_sum(results, name))
+        for name in ("texts_embedded", "texts_reused", REUSE_CHECKED, REUSE_MISMATCHED)
+    }
     return {
         "pass_seconds": round(seconds, 2),
+        **reuse,
         "saved_model_loads": int(loads),
         "model_load_seconds": round(load_s, 2),
         "model_seconds": round(model_s, 2),
         "beam_seconds": round(max(0.0, seconds - load_s - model_s), 2),
     }
+
+
+def reusable_embeddings(model_run_dir: str | None, model_dir: str) -> str | None:
+    """`model_run_dir` when it holds the Trainer's embeddings of this very SavedModel
+    (rankcore/embeddings.py: the fingerprints agree), else None (then everything is embedded)."""
+    if not model_run_dir:
+        return None
+    meta = embeddings.read_meta(model_run_dir)
+    if meta is None or not meta.model:
+        return None
+    if meta.model != embeddings.model_fingerprint(model_dir):
+        logging.info("the embeddings in %s are of another model: not reused", model_run_dir)
+        return None
+    return model_run_dir
 
 
 def score_split(
@@ -383,12 +525,17 @@ def score_split(
     scores_prefix: str,
     embed: bool = True,
     phases: dict[str, float] | None = None,
+    reuse: dict[str, str] | None = None,
 ) -> tuple[dict[str, dict[str, dict[str, float]]], dict[str, str]]:
     """Every candidate of a split scored by every model in one Beam pipeline that reads the
     examples once: the models that `embeds` by EmbedAndScore (unless embed=False), the others
-    by ScoreExamples. Returns ({name: run}, {name: EMBED_ONCE or PER_PAIR}); `phases`, when
-    given, gets `pass_phases` (where the pass's time went)."""
+    by ScoreExamples. `reuse` ({model name: ModelRun directory}, from reusable_embeddings) lets
+    EmbedAndScore take the Trainer's vectors of that model; should a re-embedded sample of
+    them disagree, the split is scored again without them (and a warning says so).
+    Returns ({name: run}, {name: EMBED_ONCE or PER_PAIR}); `phases`, when given, gets
+    `pass_phases` (where the pass's time went)."""
     how = {n: EMBED_ONCE if embed and embeds(d) else PER_PAIR for n, d in models.items()}
+    reuse = {n: r for n, r in (reuse or {}).items() if r and how.get(n) == EMBED_ONCE}
     groups = {
         label: [n for n in models if how[n] == label]
         for label in (EMBED_ONCE, PER_PAIR)
@@ -402,15 +549,37 @@ def score_split(
         compression_type=beam.io.filesystem.CompressionTypes.GZIP,
     )
     for label, names in groups.items():
+        kwargs = {"reuse": [reuse.get(n) for n in names]} if label == EMBED_ONCE else {}
         _ = (
             examples
-            | f"Score-{label}" >> transforms[label]([models[n] for n in names], batch_size)
+            | f"Score-{label}"
+            >> transforms[label]([models[n] for n in names], batch_size, **kwargs)
             | f"ToJson-{label}" >> beam.Map(json.dumps)
             | f"WriteScores-{label}"
             >> beam.io.WriteToText(f"{scores_prefix}-{label}", file_name_suffix=".jsonl")
         )
     result = p.run()
     result.wait_until_finish()
+    if reuse:
+        counters = result.metrics().query(MetricsFilter())
+        mismatched = _metric_sum(counters, REUSE_MISMATCHED)
+        if mismatched:
+            logging.warning(
+                "%d of %d re-embedded texts differ from the Trainer's vectors by more than %g: "
+                "scoring the split again, embedding every text",
+                mismatched,
+                _metric_sum(counters, REUSE_CHECKED),
+                REUSE_TOLERANCE,
+            )
+            return score_split(
+                make_pipeline,
+                split_uri,
+                models,
+                batch_size,
+                scores_prefix + "-again",
+                embed,
+                phases,
+            )
     if phases is not None:
         phases.update(pass_phases(result, time.perf_counter() - t0))
     runs: dict[str, dict[str, dict[str, float]]] = {}

@@ -14,7 +14,7 @@ import trainer_testdata
 from apache_beam.metrics.metric import MetricsFilter
 
 from components.ranking_evaluator import scoring
-from rankcore import fusion
+from rankcore import embeddings, fusion
 from rankcore.metrics import aggregate, compute_metrics, rank_documents
 from trainer_module import losses, validation
 from trainer_module.models import build_model, hf_checkpoint
@@ -160,7 +160,7 @@ def test_zero_shot_export_equals_numpy_mean_pooled_cosine(
 ):
     args, result = zero_shot
     assert result.steps == 0 and result.final_metric is not None
-    parts = ("setup", "train", "dev_scoring", "fusion", "export")
+    parts = ("setup", "train", "dev_scoring", "fusion", "export", "write_embeddings")
     assert set(result.seconds) == {*parts, "total"}
     assert sum(result.seconds[p] for p in parts) <= result.seconds["total"]
     loaded = tf.saved_model.load(args.serving_model_dir)
@@ -390,3 +390,86 @@ def test_embedding_signatures_match_the_pair_signatures(zero_shot, transform_gra
     # The query signature truncates at the query length: a long text differs from embed_texts.
     long = [i for i, x in enumerate(ids) if len(x) > trainer_testdata.MAX_Q]
     assert not long or not np.allclose(query_vectors[long], doc_vectors[long], atol=1e-3)
+
+
+def _score_dev_split(args, tmp_path, name: str, reuse: str | None) -> tuple[dict, dict]:
+    """The evaluator's scoring pass (score_split) over the Trainer's own dev split."""
+    split_uri = os.path.dirname(args.eval_files[0])  # <examples>/Split-dev
+    phases: dict = {}
+    runs, _ = scoring.score_split(
+        beam.Pipeline,
+        split_uri,
+        {"candidate": args.serving_model_dir},
+        batch_size=3,
+        scores_prefix=str(tmp_path / name / "p"),
+        phases=phases,
+        reuse={"candidate": reuse},
+    )
+    return runs["candidate"], phases
+
+
+def _assert_same_run(got: dict, want: dict) -> None:
+    assert got.keys() == want.keys()
+    for qid, docs in want.items():
+        assert got[qid].keys() == docs.keys()
+        np.testing.assert_allclose(
+            [got[qid][d] for d in docs], list(docs.values()), rtol=0, atol=1e-5
+        )
+
+
+def test_evaluator_reuses_the_trainers_vectors_of_the_same_model(zero_shot, tmp_path):
+    """The Trainer writes the dev texts' vectors of the model it exports (rankcore/
+    embeddings.py); the evaluator takes them instead of embedding those texts again, and the
+    scores are those of embedding everything (issue 16: encode every text once per run)."""
+    args, _ = zero_shot
+    meta = embeddings.read_meta(args.model_run_dir)
+    assert meta is not None and meta.split == "dev" and meta.dim == 32
+    assert meta.model == embeddings.model_fingerprint(args.serving_model_dir)
+    run_dir = scoring.reusable_embeddings(args.model_run_dir, args.serving_model_dir)
+    assert run_dir == args.model_run_dir
+    want, fresh = _score_dev_split(args, tmp_path, "fresh", None)
+    got, reused = _score_dev_split(args, tmp_path, "reused", run_dir)
+    _assert_same_run(got, want)
+    assert fresh["texts_reused"] == 0 and fresh["texts_embedded"] == meta.count
+    # Every dev text came from the Trainer; only the checked sample was embedded again.
+    assert reused["texts_reused"] == meta.count
+    assert reused["texts_embedded"] == reused["reuse_checked"] < meta.count
+    assert reused["reuse_mismatched"] == 0
+    # Another model's vectors are never taken.
+    other = _old_export(args.serving_model_dir, str(tmp_path / "other"))
+    assert scoring.reusable_embeddings(args.model_run_dir, other) is None
+
+
+def _rewrite(args, run_dir: str, change) -> str:
+    """A copy of the Trainer's embeddings, each record's (digest, vector) replaced by
+    change(digest, vector)."""
+    out = os.path.join(run_dir, embeddings.EMBEDDINGS_DIR)
+    os.makedirs(out)
+    options = tf.io.TFRecordOptions(compression_type="GZIP")
+    with tf.io.TFRecordWriter(os.path.join(out, embeddings.VECTORS_FILE), options) as writer:
+        for record in trainer_testdata.read_records(embeddings.vectors_path(args.model_run_dir)):
+            key, digest, vector = embeddings.from_example(record)
+            writer.write(embeddings.to_example(key, *change(digest, vector)))
+    meta = os.path.join(args.model_run_dir, embeddings.EMBEDDINGS_DIR, embeddings.META_FILE)
+    tf.io.gfile.copy(meta, os.path.join(out, embeddings.META_FILE))
+    return run_dir
+
+
+def test_evaluator_checks_reused_vectors_and_embeds_changed_texts(
+    zero_shot, tmp_path, monkeypatch, caplog
+):
+    """A stored vector the SavedModel would not give is caught by the re-embedded sample and
+    the split is scored again from scratch; a text whose tokens changed is embedded again."""
+    args, _ = zero_shot
+    want, _ = _score_dev_split(args, tmp_path, "fresh", None)
+    monkeypatch.setattr(scoring, "CHECK_EVERY", 1)  # check every reused text (in process)
+    wrong = _rewrite(args, str(tmp_path / "wrong"), lambda d, v: (d, np.roll(v, 1)))
+    got, phases = _score_dev_split(args, tmp_path, "wrong", wrong)
+    _assert_same_run(got, want)
+    assert phases["texts_reused"] == 0 and phases["reuse_mismatched"] == 0  # the second pass
+    assert "differ from the Trainer's vectors" in caplog.text
+    stale = _rewrite(args, str(tmp_path / "stale"), lambda d, v: (b"other tokens", v))
+    got, phases = _score_dev_split(args, tmp_path, "stale", stale)
+    _assert_same_run(got, want)
+    assert phases["texts_reused"] == 0 and phases["reuse_checked"] == 0
+    assert phases["texts_embedded"] == embeddings.read_meta(args.model_run_dir).count
