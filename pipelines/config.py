@@ -336,7 +336,7 @@ def check_worker_paths(config: PipelineConfig) -> None:
         ("collection.documents", config.collection.documents),
         ("pusher.destination", config.pusher.destination),
     ):
-        if not worker_dirs.is_object_store_uri(value):
+        if value and not worker_dirs.is_object_store_uri(value):
             raise ConfigError(
                 f"{config.source}: {key}: {value!r} is a path on this machine, and the workers "
                 f"of the Beam runner {worker_dirs.describe_runner(args)} (runner.beam.extra_args) "
