@@ -18,7 +18,7 @@ import apache_beam as beam
 from tfx.components.statistics_gen import executor as tfx_executor
 from tfx.types import artifact_utils, standard_component_specs
 
-from components import beam_mode
+from components import beam_mode, worker_dirs
 from components.executor_types import Artifacts
 from components.executor_types import ExecProperties as Props
 
@@ -31,6 +31,16 @@ class Executor(tfx_executor.Executor):
     def Do(self, input_dict: Artifacts, output_dict: Artifacts, exec_properties: Props) -> None:
         examples = artifact_utils.get_single_instance(
             input_dict[standard_component_specs.EXAMPLES_KEY]
+        )
+        # Its workers read the examples and write the statistics themselves: on a runner whose
+        # workers may be elsewhere both must be object-store URIs (components/worker_dirs.py).
+        statistics = artifact_utils.get_single_uri(
+            output_dict[standard_component_specs.STATISTICS_KEY]
+        )
+        worker_dirs.check_worker_paths(
+            self._beam_pipeline_args or [],
+            {"examples": examples.uri, "statistics": statistics},
+            "StatisticsGen",
         )
         size = beam_mode.input_bytes([os.path.join(examples.uri, "*", "*")])
         self._in_process_args = beam_mode.in_process_args(self, size, "StatisticsGen")

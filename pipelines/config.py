@@ -263,6 +263,7 @@ def load_config(
     if check_inputs:
         check_input_paths(config)
         check_positive_threshold(config)
+        check_worker_paths(config)
     return config
 
 
@@ -314,6 +315,33 @@ def check_input_paths(config: PipelineConfig) -> None:
             )
         if value and "://" not in value and not glob.glob(value):
             raise ConfigError(f"{config.source}: {key}: no such file: {value}")
+
+
+def check_worker_paths(config: PipelineConfig) -> None:
+    """With a Beam runner whose workers may run elsewhere (Dataflow, a Flink or Spark job
+    server), fails, naming the key, on a location those workers open that is a path of this
+    machine: the pipeline root (StatisticsGen's and the RankingEvaluator's artifacts, the
+    executors' temp dirs), the documents, the push destination (the evaluator's baseline).
+    Before any component runs; the executors check again (components/worker_dirs.py,
+    docs/datagen.md "Distributed runners")."""
+    args = config.runner.beam.extra_args
+    if not any(arg == "--runner" or arg.startswith("--runner=") for arg in args):
+        return  # the DirectRunner; and no Beam import for the common case
+    from components import worker_dirs
+
+    if worker_dirs.workers_see_local_disk(args):
+        return
+    for key, value in (
+        ("runner.pipeline_root", config.runner.pipeline_root),
+        ("collection.documents", config.collection.documents),
+        ("pusher.destination", config.pusher.destination),
+    ):
+        if value and not worker_dirs.is_object_store_uri(value):
+            raise ConfigError(
+                f"{config.source}: {key}: {value!r} is a path on this machine, and the workers "
+                f"of the Beam runner {worker_dirs.describe_runner(args)} (runner.beam.extra_args) "
+                "may run elsewhere; use a gs:// URI (docs/datagen.md, 'Distributed runners')"
+            )
 
 
 def check_positive_threshold(config: PipelineConfig) -> None:

@@ -41,6 +41,7 @@ from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
 from tfx import v1 as tfx
 
+from components import worker_dirs
 from pipelines import component_table
 from pipelines.config import PATH_DEFAULTS, REPO_ROOT, KubeflowComponentConfig, PipelineConfig
 from pipelines.pipeline import SCHEMA_FILE, create_pipeline
@@ -100,6 +101,18 @@ def check_cluster_paths(config: PipelineConfig, fmt: str = "yaml") -> None:
         raise ConfigError(
             f"{src}: runner.pipeline_name: {name!r}: {where} needs lower-case letters, digits, "
             "'-' and '.', starting and ending with a letter or digit"
+        )
+    # Beam workers outside the pod would open the launcher's pod-local copies of StatisticsGen's
+    # and the RankingEvaluator's input artifacts; both executors would refuse at run time
+    # (components/worker_dirs.py), after RankingDataGen's work: refuse here instead.
+    beam_args = config.runner.beam.extra_args
+    if not worker_dirs.workers_see_local_disk(beam_args):
+        raise ConfigError(
+            f"{src}: runner.beam.extra_args: the Beam runner "
+            f"{worker_dirs.describe_runner(beam_args)} runs workers outside the components' "
+            f"pods, and on {where} StatisticsGen's and the RankingEvaluator's workers would "
+            "read the launcher's local copies of their input artifacts in the pod; remove "
+            "--runner to run Beam in each pod (docs/datagen.md, 'Distributed runners')"
         )
     # Written by the cluster, kept after the run: object storage only.
     for key, value, schemes in (

@@ -31,7 +31,7 @@ from tfx import types
 from tfx.dsl.components.base import base_beam_executor
 from tfx.types import artifact_utils
 
-from components import artifacts, beam_mode
+from components import artifacts, beam_mode, worker_dirs
 from components.executor_types import Artifacts
 from components.executor_types import ExecProperties as Props
 from components.ranking_datagen import (
@@ -56,7 +56,14 @@ class Executor(base_beam_executor.BaseBeamExecutor):
 
     def Do(self, input_dict: Artifacts, output_dict: Artifacts, exec_properties: Props) -> None:
         out = {name: artifact_utils.get_single_instance(output_dict[name]) for name in OUTPUT_KEYS}
-        work_dir = os.path.join(self._get_tmp_dir(), "ranking_datagen")
+        # What the workers open: the documents and the work directory (pickles, pass 1's texts,
+        # the staged artifacts). The executor's temp dir on the DirectRunner; on a runner whose
+        # workers may be elsewhere, object-store URIs or an error naming the setting, before
+        # any work (components/worker_dirs.py).
+        documents = CollectionConfig.from_dict(json.loads(exec_properties["collection"])).documents
+        work_dir = worker_dirs.work_dir(
+            self, "ranking_datagen", "RankingDataGen", {"collection.documents": documents}
+        )
         try:
             self._run(out, exec_properties, work_dir)
         except BaseException:

@@ -56,15 +56,41 @@ def complete_shards(examples_dir: str, num_shards: dict[str, int]) -> None:
                     pass
 
 
+def _filesystem(path: str) -> str:
+    """The scheme TensorFlow picks a path's filesystem by ("" for a local path)."""
+    return path.split("://", 1)[0].lower() if "://" in path else ""
+
+
+def _move(src: str, dst: str) -> None:
+    """Renames a file or directory; across filesystems (TF cannot rename there) copies it and
+    removes the source."""
+    if _filesystem(src) == _filesystem(dst):
+        tf.io.gfile.rename(src, dst, overwrite=True)
+        return
+    if not tf.io.gfile.isdir(src):
+        tf.io.gfile.copy(src, dst, overwrite=True)
+        tf.io.gfile.remove(src)
+        return
+    root = src.rstrip("/")
+    for directory, _, files in tf.io.gfile.walk(root):
+        relative = directory.rstrip("/")[len(root) :].lstrip("/")
+        target = os.path.join(dst, relative) if relative else dst
+        tf.io.gfile.makedirs(target)
+        for file in files:
+            tf.io.gfile.copy(os.path.join(directory, file), os.path.join(target, file), True)
+    tf.io.gfile.rmtree(src)
+
+
 def publish(staged: dict[str, str], uris: dict[str, str]) -> None:
-    """Moves every entry of each staged directory into the artifact URI of the same name."""
+    """Moves every entry of each staged directory into the artifact URI of the same name. The
+    stage may be on another filesystem than the artifacts: with a distributed Beam runner it is
+    an object store (components/worker_dirs.py) while on Kubeflow the artifacts are the
+    launcher's local paths."""
     for name, stage_dir in staged.items():
         tf.io.gfile.makedirs(uris[name])
         for entry in sorted(tf.io.gfile.listdir(stage_dir)):
             entry = entry.rstrip("/")
-            tf.io.gfile.rename(
-                os.path.join(stage_dir, entry), os.path.join(uris[name], entry), overwrite=True
-            )
+            _move(os.path.join(stage_dir, entry), os.path.join(uris[name], entry))
 
 
 def clear(uris: list[str]) -> None:

@@ -27,7 +27,7 @@ from tfx.dsl.components.base import base_beam_executor
 from tfx.types import artifact_utils
 from tfx.utils import path_utils
 
-from components import artifacts, beam_mode
+from components import artifacts, beam_mode, worker_dirs
 from components.executor_types import Artifacts
 from components.executor_types import ExecProperties as Props
 from components.ranking_evaluator import (
@@ -153,7 +153,16 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         # Dual encoders embed each distinct text once; other models score every pair (scoring.py).
         split_uri = artifact_utils.get_split_uri([examples], split)
         # A fresh directory per attempt: a retried execution must not read a failed one's parts.
-        scores_prefix = os.path.join(self._get_tmp_dir(), f"scores-{uuid.uuid4().hex}", "part")
+        # Workers write it and read the split and models: worker-reachable (worker_dirs.py).
+        scores_prefix = os.path.join(
+            worker_dirs.work_dir(
+                self,
+                f"scores-{uuid.uuid4().hex}",
+                "RankingEvaluator",
+                {"examples": split_uri, **models},
+            ),
+            "part",
+        )
         # A small split is scored in process: no Beam worker start-up (components/beam_mode.py).
         split_bytes = beam_mode.input_bytes([os.path.join(split_uri, "*")])
         make_pipeline = beam_mode.pipeline_maker(self, split_bytes, "RankingEvaluator")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -212,3 +213,27 @@ def test_threshold_is_an_integer_or_auto(tmp_path: Path) -> None:
         path = _write(tmp_path, _demo_data(**{"datagen.sampling.positive_threshold": value}))
         with pytest.raises(ConfigError, match=pattern):
             load_config(path)
+
+
+def test_a_distributed_beam_runner_needs_object_store_locations(tmp_path: Path) -> None:
+    """Its workers open the pipeline root's artifacts, the documents and the served baseline
+    (docs/datagen.md, "Distributed runners"): a local path is a config error naming the key."""
+    dataflow = ["--runner=DataflowRunner", "--project=p", "--temp_location=gs://b/t"]
+    remote = {
+        "runner.pipeline_root": "gs://b/root",
+        "collection.documents": "gs://b/collection/corpus.jsonl",
+        "pusher.destination": "gs://b/serving",
+    }
+    for local_key in remote:
+        changes = {k: v for k, v in remote.items() if k != local_key}
+        path = _write(tmp_path, _demo_data(**{"runner.beam.extra_args": dataflow, **changes}))
+        with pytest.raises(
+            ConfigError,
+            match=rf"{re.escape(local_key)}: '/.*' is a path on this machine, and the workers "
+            r"of the Beam runner DataflowRunner \(runner\.beam\.extra_args\) may run elsewhere",
+        ):
+            load_config(path)
+    load_config(_write(tmp_path, _demo_data(**{"runner.beam.extra_args": dataflow, **remote})))
+    # Workers on this machine: local paths are fine, as without --runner.
+    loopback = ["--runner=PortableRunner", "--job_endpoint=embed", "--environment_type=LOOPBACK"]
+    load_config(_write(tmp_path, _demo_data(**{"runner.beam.extra_args": loopback})))

@@ -245,6 +245,29 @@ def test_what_the_cluster_cannot_use_is_refused(setting: str, fmt: str, message:
 
 
 @pytest.mark.parametrize(
+    "beam_args",
+    [
+        ["--runner=DataflowRunner", "--project=p", "--temp_location=gs://b/tmp"],
+        ["--runner=PortableRunner", "--job_endpoint=flink:8099", "--environment_type=DOCKER"],
+    ],
+)
+def test_a_distributed_beam_runner_is_refused(beam_args: list[str]) -> None:
+    """Its workers would read the launcher's pod-local copies of the input artifacts
+    (docs/datagen.md, 'Distributed runners')."""
+    config = load_config("demo", cluster_overrides("demo"), check_inputs=False)
+    config.runner.beam.extra_args = beam_args
+    with pytest.raises(ConfigError, match=r"runner\.beam\.extra_args: the Beam runner .*pod"):
+        kubeflow_runner.check_cluster_paths(config)
+    # Beam in the pod, in process (LOOPBACK workers) included, is fine.
+    config.runner.beam.extra_args = [
+        "--runner=PortableRunner",
+        "--job_endpoint=embed",
+        "--environment_type=LOOPBACK",
+    ]
+    kubeflow_runner.check_cluster_paths(config)
+
+
+@pytest.mark.parametrize(
     "setting",
     [
         "collection.qrels=/rankpipe/data/qrels.txt",  # shipped in the image

@@ -49,6 +49,29 @@ def test_complete_shards_and_publish(tmp_path: Path) -> None:
     assert list(Path(uris["examples"]).iterdir()) == [] == list(Path(uris["summary"]).iterdir())
 
 
+def test_publish_from_another_filesystem(tmp_path: Path) -> None:
+    """With a distributed runner the stage is in an object store and, on Kubeflow, the artifacts
+    are the launcher's local paths: TF cannot rename across filesystems ("not implemented"),
+    so publish copies. ram:// (TF's in-memory filesystem) stands for the object store."""
+    stage = "ram://publish-test/stage"
+    files = {
+        "examples/Split-train/data_tfrecord-00000-of-00001.gz": b"shard",
+        "examples/Split-dev/nested/deeper.bin": b"deep",
+        "summary/summary.json": b"{}",
+    }
+    for name, data in files.items():
+        tf.io.gfile.makedirs(f"{stage}/{name.rsplit('/', 1)[0]}")
+        with tf.io.gfile.GFile(f"{stage}/{name}", "wb") as f:
+            f.write(data)
+    uris = {"examples": str(tmp_path / "uri-ex"), "summary": str(tmp_path / "uri-sum")}
+    outputs.publish({"examples": f"{stage}/examples", "summary": f"{stage}/summary"}, uris)
+    for name, data in files.items():
+        kind, rest = name.split("/", 1)
+        assert (Path(uris[kind]) / rest).read_bytes() == data, name
+    assert tf.io.gfile.listdir(f"{stage}/examples") == []  # moved, not copied
+    assert tf.io.gfile.listdir(f"{stage}/summary") == []
+
+
 def test_summary_markdown_lists_bad_records() -> None:
     text = outputs.summary_markdown(
         {
