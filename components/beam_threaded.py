@@ -15,7 +15,7 @@ so the cut element becomes garbage: a lost element (issue 18's `KeyError: 0` in 
 a document's token ids never reached the join) or a garbage length that the decoder allocates
 (the 22 GB OOM kills). It needs a bundle open longer than the 1 s timer, a GIL switch inside an
 element's encoding and the timer firing there, hence rare on an idle machine and frequent
-under load; with the timer at 5 ms every run blew up (docs/datagen.md, "Runners").
+under load; with the timer at 5 ms both of 2 runs blew up (docs/datagen.md, "Runners").
 
 `multi_processing` workers (sdk_worker_main: `data_buffer_time_limit_ms` 0 unless an
 experiment sets it) and the portable runner's LOOPBACK workers (worker pool: -1) flush only
