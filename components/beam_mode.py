@@ -12,7 +12,9 @@ Only what is ours: RankingDataGen and the RankingEvaluator call `beam_pipeline_a
 with the size of their input. It never changes an output byte: RankingDataGen writes the same
 bytes on every runner and mode (its byte-identity test), and the evaluator's runs are made from
 per-example scores. Other runners (Dataflow, Flink, Spark, portable) and an explicit
-`in_memory`/`multi_threading` are left alone.
+`in_memory`/`multi_threading` keep their mode; `pipeline_maker` runs `multi_threading` on
+beam_threaded.MultiThreadingRunner (Beam's mode without its timed output flush, which cut
+elements in two: components/beam_threaded.py).
 
 `$RANKPIPE_IN_PROCESS_BELOW_MB` sets the threshold (default IN_PROCESS_BELOW_MB; 0 turns it
 off, e.g. to measure or test `multi_processing` itself on small data).
@@ -28,6 +30,8 @@ import apache_beam as beam
 import tensorflow as tf
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
 from tfx.dsl.components.base import base_beam_executor
+
+from components import beam_threaded
 
 # Inputs (bytes on disk, as written: gzip examples, raw collection files) below this many MiB.
 # Cranfield's collection is 1.6 MB, its test examples about 1 MB; the evaluator ran a 10x
@@ -100,8 +104,15 @@ def pipeline_maker(
     executor: base_beam_executor.BaseBeamExecutor, size: int, what: str
 ) -> Callable[[], beam.Pipeline]:
     """What the executor should make its Beam pipelines with for an input of `size` bytes:
-    its own `_make_beam_pipeline`, or a pipeline with `in_process_args`."""
+    its own `_make_beam_pipeline`, a pipeline with `in_process_args`, or, on the DirectRunner's
+    `multi_threading` mode, one on beam_threaded.MultiThreadingRunner (that mode without the
+    timed output flush that cuts elements in two: issue 18)."""
     args = in_process_args(executor, size, what)
-    if args is None:
-        return executor._make_beam_pipeline  # noqa: SLF001
-    return lambda: beam.Pipeline(argv=args)
+    if args is not None:
+        return lambda: beam.Pipeline(argv=args)
+    own_args = list(executor._beam_pipeline_args or [])  # noqa: SLF001
+    injected = executor._make_beam_pipeline_fn is not None  # noqa: SLF001
+    if not injected and beam_threaded.runs_multi_threaded(own_args):
+        logging.info("%s: multi_threading without the workers' timed flush", what)
+        return lambda: beam.Pipeline(runner=beam_threaded.MultiThreadingRunner(), argv=own_args)
+    return executor._make_beam_pipeline  # noqa: SLF001

@@ -2,7 +2,7 @@
 tiny hand-written collections (through the executor, under both policies).
 
 LocalDagRunner runs (each once per session): Cranfield + BM25 (conftest), the same again on
-the multi-threaded runner (determinism), Cranfield + the Lucene run + a given vocab, the
+the other runner modes (determinism), Cranfield + the Lucene run + a given vocab, the
 MS MARCO DL19 subset, a tiny TREC SGML/topics collection and a tiny MS MARCO TSV collection
 with a first-stage run; plus one that fails at once (driver-side error).
 """
@@ -260,10 +260,11 @@ def test_cranfield_examples_conform_to_schema(cranfield_bm25: Outputs) -> None:
 # `cranfield_bm25` is in_memory) and the portable Fn API path that Flink, Spark and Dataflow use
 # (the embedded job server, SDK worker in this process). Bundles, worker counts, stage fusion
 # and fused-stage ordering all differ between them; the bytes written must not.
-# Not multi_threading: in one CI-like run of 20 its child process grew to 22 GB and was
-# OOM-killed (kernel log: anon-rss 21.8 GB), the failure issue 18 reports; until its cause is
-# found it would make CI flaky. It is still checked by hand (docs/datagen.md, "Runners").
+# multi_threading runs on components/beam_threaded.py's runner: Beam's own multi_threading mode
+# cut elements in two with its timed output flush (issue 18's KeyError and 22 GB OOM kills,
+# docs/datagen.md "Runners").
 RUNNER_MODES = {
+    "multi_threading": ["--direct_running_mode=multi_threading", "--direct_num_workers=2"],
     "multi_processing": ["--direct_running_mode=multi_processing", "--direct_num_workers=2"],
     "portable": ["--runner=PortableRunner", "--job_endpoint=embed", "--environment_type=LOOPBACK"],
 }
