@@ -100,6 +100,13 @@ def in_process_args(
     return beam_pipeline_args_for(args, size)
 
 
+def chooses_in_process(executor: base_beam_executor.BaseBeamExecutor, size: int) -> bool:
+    """Whether in_process_args / pipeline_maker run an input of `size` bytes in process (what
+    the RankingEvaluator records as `scoring_phases.in_process`); logs nothing."""
+    injected = executor._make_beam_pipeline_fn is not None  # noqa: SLF001
+    return not injected and runs_in_process(list(executor._beam_pipeline_args or []), size)  # noqa: SLF001
+
+
 def pipeline_maker(
     executor: base_beam_executor.BaseBeamExecutor, size: int, what: str
 ) -> Callable[[], beam.Pipeline]:

@@ -13,6 +13,7 @@ pipelines/component_table.py puts this executor into the pipeline's StatisticsGe
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 import apache_beam as beam
 from tfx.components.statistics_gen import executor as tfx_executor
@@ -26,7 +27,7 @@ from components.executor_types import ExecProperties as Props
 class Executor(tfx_executor.Executor):
     """tfx.components.StatisticsGen's executor; small inputs run in process."""
 
-    _in_process_args: list[str] | None = None
+    _make_pipeline: Callable[[], beam.Pipeline] | None = None
 
     def Do(self, input_dict: Artifacts, output_dict: Artifacts, exec_properties: Props) -> None:
         examples = artifact_utils.get_single_instance(
@@ -43,10 +44,13 @@ class Executor(tfx_executor.Executor):
             "StatisticsGen",
         )
         size = beam_mode.input_bytes([os.path.join(examples.uri, "*", "*")])
-        self._in_process_args = beam_mode.in_process_args(self, size, "StatisticsGen")
+        # In process for a small input; on multi_threading without the workers' timed flush
+        # that cuts elements in two (components/beam_threaded.py); else TFX's own pipeline.
+        self._make_pipeline = beam_mode.pipeline_maker(self, size, "StatisticsGen")
         super().Do(input_dict, output_dict, exec_properties)
 
     def _make_beam_pipeline(self) -> beam.Pipeline:
-        if self._in_process_args is None:
+        maker = self._make_pipeline
+        if maker is None or maker == self._make_beam_pipeline:
             return super()._make_beam_pipeline()
-        return beam.Pipeline(argv=self._in_process_args)
+        return maker()

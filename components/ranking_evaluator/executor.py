@@ -186,7 +186,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
             reuse=reuse,
         )
         scoring_seconds = time.time() - t0
-        phases["in_process"] = make_pipeline != self._make_beam_pipeline
+        phases["in_process"] = beam_mode.chooses_in_process(self, split_bytes)
         n_scored = sum(len(d) for d in runs["candidate"].values())
         if not n_scored:
             raise ValueError(f"the {split} split of {examples.uri} has no examples to score")
