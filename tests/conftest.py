@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -32,3 +33,34 @@ def shared_data() -> Path:
             pytest.fail(f"CI=true but {reason}")
         pytest.skip(reason)
     return path
+
+
+@pytest.fixture
+def binary_beir(tmp_path: Path, shared_data: Path) -> dict[str, str]:
+    """A small collection judged 0/1 in the BEIR layout, made in tmp_path from the MS MARCO
+    subset: its first 600 passages, its queries, and its TREC DL grades made binary the TREC
+    DL way (1 "related" -> 0, 2 and 3 -> 1), judgments of other passages left out. What CISI or
+    most BEIR collections look like; the `collection.*` keys that point a config at it."""
+    source = shared_data / "msmarco-dl19-subset"
+    root = tmp_path / "binary-beir"
+    (root / "qrels").mkdir(parents=True)
+    with (source / "corpus.jsonl").open() as f:
+        passages = [next(f) for _ in range(600)]
+    (root / "corpus.jsonl").write_text("".join(passages))
+    docids = {json.loads(line)["_id"] for line in passages}
+    lines = ["query-id\tcorpus-id\tscore"]
+    for line in (source / "qrels" / "test.tsv").read_text().splitlines():
+        qid, docid, grade = line.split("\t")
+        if docid in docids:
+            lines.append(f"{qid}\t{docid}\t{int(int(grade) >= 2)}")
+    (root / "qrels" / "test.tsv").write_text("\n".join(lines) + "\n")
+    (root / "queries.jsonl").write_bytes((source / "queries.jsonl").read_bytes())
+    return {
+        "name": "binary-beir",
+        "documents": str(root / "corpus.jsonl"),
+        "documents_format": "beir_corpus",
+        "queries": str(root / "queries.jsonl"),
+        "queries_format": "beir_queries",
+        "qrels": str(root / "qrels" / "test.tsv"),
+        "qrels_format": "beir_qrels",
+    }

@@ -205,6 +205,20 @@ def test_threshold_no_train_judgment_reaches_is_a_config_error(
     assert "positive_threshold: 2 leaves the train split" in result.stderr
 
 
+def test_shipped_recipe_loads_on_a_binary_beir_collection(
+    tmp_path: Path, binary_beir: dict[str, str], fake_minilm: Path
+) -> None:
+    """Issue 17: the shipped recipe (cranfield.yaml) with only its `collection.*` keys pointed
+    at a collection judged 0/1 in the BEIR layout loads with no extra flags: its threshold is the
+    default, auto, which finds 1 (msmarco-subset.yaml keeps 2, chosen on its dev queries)."""
+    data = yaml.safe_load((CONFIG_DIR / "cranfield.yaml").read_text())
+    assert "positive_threshold" not in data["datagen"]["sampling"]
+    data["collection"].update(binary_beir)
+    config = load_config(_write(tmp_path, data))
+    assert config.datagen.sampling.positive_threshold == "auto"
+    assert config.collection.qrels == binary_beir["qrels"]
+
+
 def test_threshold_is_an_integer_or_auto(tmp_path: Path) -> None:
     for value, pattern in (
         ("high", r"positive_threshold: expected an integer or 'auto', got str 'high'"),
