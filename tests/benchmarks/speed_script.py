@@ -151,7 +151,7 @@ def run(job: dict, embed=None, layer=None) -> dict:
     dense = {q: {d: float(qv[q] @ dv[d]) for d in bm25[q]} for q in qids}
 
     def ndcg10(ranking: dict, on: set[str]) -> float:
-        judged = {q: qrels[q] for q in on if q in qrels}
+        judged = {q: qrels[q] for q in sorted(on) if q in qrels}  # a fixed order to sum in
         per_query = pytrec_eval.RelevanceEvaluator(judged, {"ndcg_cut_10"}).evaluate(
             {q: ranking[q] for q in judged if q in ranking}
         )
