@@ -86,9 +86,8 @@ def in_process_args(
     """The Beam args the executor should run an input of `size` bytes in process with, or
     None to keep its own (large input, another runner or mode, or a pipeline factory injected
     into the executor, as tests do). Logs the choice."""
-    args = list(executor._beam_pipeline_args or [])  # noqa: SLF001  (BaseBeamExecutor's own)
-    injected = executor._make_beam_pipeline_fn is not None  # noqa: SLF001
-    if injected or not runs_in_process(args, size):
+    args = _own_args(executor)
+    if args is None or not runs_in_process(args, size):
         return None
     logging.info(
         "%s: %.1f MB of input, below %s MB: Beam runs in process (%s)",
@@ -100,11 +99,19 @@ def in_process_args(
     return beam_pipeline_args_for(args, size)
 
 
+def _own_args(executor: base_beam_executor.BaseBeamExecutor) -> list[str] | None:
+    """The executor's Beam args (BaseBeamExecutor's own), or None when a pipeline factory was
+    injected into it (as tests do): then its pipelines are left alone."""
+    if executor._make_beam_pipeline_fn is not None:  # noqa: SLF001
+        return None
+    return list(executor._beam_pipeline_args or [])  # noqa: SLF001
+
+
 def chooses_in_process(executor: base_beam_executor.BaseBeamExecutor, size: int) -> bool:
     """Whether in_process_args / pipeline_maker run an input of `size` bytes in process (what
     the RankingEvaluator records as `scoring_phases.in_process`); logs nothing."""
-    injected = executor._make_beam_pipeline_fn is not None  # noqa: SLF001
-    return not injected and runs_in_process(list(executor._beam_pipeline_args or []), size)  # noqa: SLF001
+    args = _own_args(executor)
+    return args is not None and runs_in_process(args, size)
 
 
 def pipeline_maker(
@@ -117,9 +124,8 @@ def pipeline_maker(
     args = in_process_args(executor, size, what)
     if args is not None:
         return lambda: beam.Pipeline(argv=args)
-    own_args = list(executor._beam_pipeline_args or [])  # noqa: SLF001
-    injected = executor._make_beam_pipeline_fn is not None  # noqa: SLF001
-    if not injected and beam_threaded.runs_multi_threaded(own_args):
+    own_args = _own_args(executor)
+    if own_args is not None and beam_threaded.runs_multi_threaded(own_args):
         logging.info("%s: multi_threading without the workers' timed flush", what)
         return lambda: beam.Pipeline(runner=beam_threaded.MultiThreadingRunner(), argv=own_args)
     return executor._make_beam_pipeline  # noqa: SLF001

@@ -83,7 +83,7 @@ class RerankerModule(tf.Module):
         self.max_query_length = max_query_length
         self.max_doc_length = max_doc_length
         # The tokenizer too is traced once for every signature that reads raw text.
-        self._tokenize_texts = tf.function(
+        self._tokenize = tf.function(
             self._tokenize_graph,
             input_signature=[tf.TensorSpec([None], tf.string)],
             autograph=False,
@@ -107,9 +107,6 @@ class RerankerModule(tf.Module):
         query_ids = _at_least_one_column(query_ids[:, : self.max_query_length])
         doc_ids = _at_least_one_column(doc_ids[:, : self.max_doc_length])
         return {SCORE_OUTPUT: self._score_ids(query_ids, doc_ids)}
-
-    def _tokenize(self, texts: tf.Tensor) -> tf.Tensor:
-        return self._tokenize_texts(texts)
 
     def _tokenize_graph(self, texts: tf.Tensor) -> tf.Tensor:
         sparse = self.tft_layer({RAW_TEXT_KEY: texts})[TOKEN_IDS_KEY]

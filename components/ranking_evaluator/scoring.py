@@ -31,6 +31,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import NamedTuple
 
 import apache_beam as beam
 import numpy as np
@@ -209,46 +210,46 @@ class _Batches(beam.DoFn):
             yield items[start : start + self._batch_size]
 
 
-class _LoadedModels:
-    """The SavedModels of one worker process (weak-referenceable, for beam's shared.Shared)."""
+class _LoadedModel:
+    """The SavedModel of one worker process (weak-referenceable, for beam's shared.Shared)."""
 
-    def __init__(self, model_dirs: Sequence[str]):
+    def __init__(self, model_dir: str):
         import tensorflow_text  # noqa: F401  (registers the tokenizer ops the graph holds)
 
         t0 = time.perf_counter()
-        self.models = [tf.saved_model.load(d) for d in model_dirs]
+        self.model = tf.saved_model.load(model_dir)
         self.load_seconds = time.perf_counter() - t0
 
 
 class _Embed(beam.DoFn):
-    """A batch of one kind of text -> (text key, (vector of model 1, ...)). The models are
-    loaded once per worker process (shared.Shared), not per DoFn instance or bundle: the
-    `saved_model_loads` counter (PHASES_NAMESPACE) counts the loads that really happened."""
+    """A batch of one kind of text -> (text key, vector) with one model. The model is loaded
+    once per worker process (shared.Shared: every _Embed of the model shares the handle), not
+    per DoFn instance or bundle: the `saved_model_loads` counter (PHASES_NAMESPACE) counts the
+    loads that really happened."""
 
-    def __init__(self, model_dirs: Sequence[str], handle: shared.Shared):
-        self._model_dirs = list(model_dirs)
+    def __init__(self, model_dir: str, handle: shared.Shared):
+        self._model_dir = model_dir
         self._handle = handle
-        self._loaded: _LoadedModels | None = None
-        self._unreported_load: _LoadedModels | None = None
+        self._loaded: _LoadedModel | None = None
+        self._unreported_load: _LoadedModel | None = None
         self._texts = beam.metrics.Metrics.counter("rankpipe", "texts_embedded")
         self._loads = beam.metrics.Metrics.counter(PHASES_NAMESPACE, "saved_model_loads")
         self._load_ms = beam.metrics.Metrics.counter(PHASES_NAMESPACE, "model_load_ms")
         self._model_ms = beam.metrics.Metrics.counter(PHASES_NAMESPACE, "model_ms")
 
     def setup(self) -> None:
-        key = hashlib.sha256("\n".join(self._model_dirs).encode()).hexdigest()
-
-        def load() -> _LoadedModels:
+        def load() -> _LoadedModel:
             # Only when this process has no live copy; reported in the first bundle (setup may
             # run outside any bundle, where Beam metrics are not collected).
-            self._unreported_load = _LoadedModels(self._model_dirs)
+            self._unreported_load = _LoadedModel(self._model_dir)
             return self._unreported_load
 
-        self._loaded = self._handle.acquire(load, tag=key)
+        tag = hashlib.sha256(self._model_dir.encode()).hexdigest()
+        self._loaded = self._handle.acquire(load, tag=tag)
 
-    def process(self, batch: list) -> Iterator[tuple[Text, tuple[np.ndarray, ...]]]:
+    def process(self, batch: list) -> Iterator[tuple[Text, np.ndarray]]:
         if self._unreported_load is not None:
-            self._loads.inc(len(self._unreported_load.models))
+            self._loads.inc()
             self._load_ms.inc(round(self._unreported_load.load_seconds * 1000))
             self._unreported_load = None
         kind = batch[0][0][0]
@@ -257,14 +258,12 @@ class _Embed(beam.DoFn):
         for row, (_, tokens) in enumerate(batch):
             ids[row, : len(tokens)] = tokens
         t0 = time.perf_counter()
-        vectors = [
-            m.signatures[signature](ids=tf.constant(ids))[EMBEDDING_OUTPUT].numpy()
-            for m in self._loaded.models
-        ]
+        signature_fn = self._loaded.model.signatures[signature]
+        vectors = signature_fn(ids=tf.constant(ids))[EMBEDDING_OUTPUT].numpy()
         self._model_ms.inc(round((time.perf_counter() - t0) * 1000))
         self._texts.inc(len(batch))
         for row, (key, _) in enumerate(batch):
-            yield key, tuple(v[row] for v in vectors)
+            yield key, vectors[row]
 
 
 class _Reuse(beam.DoFn):
@@ -306,7 +305,7 @@ class _Check(beam.DoFn):
 
     def process(self, joined: tuple[Text, dict]) -> Iterator:
         _, parts = joined
-        ((vector,),), (stored,) = parts["embedded"], parts["stored"]
+        (vector,), (stored,) = parts["embedded"], parts["stored"]
         self._checked.inc()
         if float(np.max(np.abs(vector - stored))) > REUSE_TOLERANCE:
             self._mismatched.inc()
@@ -316,19 +315,19 @@ class _Check(beam.DoFn):
 def _embed_texts(
     texts: beam.PCollection, model_dir: str, handle: shared.Shared, batch_size: int, label: str
 ) -> beam.PCollection:
-    """(text key, ids) -> (text key, (vector,)) with one model, in length-sorted batches."""
+    """(text key, ids) -> (text key, vector) with one model, in length-sorted batches."""
     return (
         texts
         | f"Bucket{label}" >> beam.Map(_bucket)
         | f"GroupByLength{label}" >> beam.GroupByKey()
         | f"Batch{label}" >> beam.ParDo(_Batches(batch_size))
-        | f"Embed{label}" >> beam.ParDo(_Embed([model_dir], handle))
+        | f"Embed{label}" >> beam.ParDo(_Embed(model_dir, handle))
     )
 
 
-def _one_vector(key_and_vectors: tuple[Text, dict]) -> tuple[Text, tuple[np.ndarray, ...]]:
-    key, per_model = key_and_vectors
-    return key, tuple(per_model[i][0][0] for i in range(len(per_model)))  # ((vector,),)
+def _one_vector_per_model(joined: tuple[Text, dict]) -> tuple[Text, tuple[np.ndarray, ...]]:
+    key, per_model = joined  # {model index: [vector]}
+    return key, tuple(per_model[i][0] for i in range(len(per_model)))
 
 
 class _DotProducts(beam.DoFn):
@@ -356,15 +355,14 @@ class EmbedAndScore(beam.PTransform):
     (the models' embeddings are L2-normalised, so this is their cosine, their pair score).
 
     `reuse` gives, per model (None: none), the vectors the Trainer already computed for that
-    very SavedModel (a ModelRun directory with rankcore/embeddings.py's files, checked by the
-    caller to be for this model): a text whose cut token ids match is not embedded again
-    (_Reuse, with a sample re-embedded and compared, _Check)."""
+    very SavedModel (reusable_embeddings): a text whose cut token ids match is not embedded
+    again (_Reuse, with a sample re-embedded and compared, _Check)."""
 
     def __init__(
         self,
         model_dirs: Sequence[str],
         batch_size: int = 256,
-        reuse: Sequence[str | None] | None = None,
+        reuse: Sequence[StoredVectors | None] | None = None,
     ):
         super().__init__()
         if not model_dirs:
@@ -379,17 +377,16 @@ class EmbedAndScore(beam.PTransform):
             pairs | "Texts" >> beam.FlatMap(_texts) | "Distinct" >> beam.CombinePerKey(_one_text)
         )
         per_model = {}
-        for i, (model_dir, run_dir) in enumerate(zip(self._model_dirs, self._reuse)):
+        for i, (model_dir, stored_vectors) in enumerate(zip(self._model_dirs, self._reuse)):
             handle = shared.Shared()  # one load per worker process for both uses below
-            if run_dir is None:
+            if stored_vectors is None:
                 per_model[i] = _embed_texts(distinct, model_dir, handle, self._batch_size, f"{i}")
                 continue
-            meta = embeddings.read_meta(run_dir)
             stored = (
                 serialized_examples.pipeline
                 | f"ReadStored{i}"
                 >> beam.io.ReadFromTFRecord(
-                    embeddings.vectors_path(run_dir),
+                    stored_vectors.path,
                     compression_type=beam.io.filesystem.CompressionTypes.GZIP,
                 )
                 | f"ParseStored{i}" >> beam.Map(embeddings.from_example)
@@ -399,7 +396,7 @@ class EmbedAndScore(beam.PTransform):
                 {"ids": distinct, "stored": stored}
                 | f"JoinStored{i}" >> beam.CoGroupByKey()
                 | f"Reuse{i}"
-                >> beam.ParDo(_Reuse(meta)).with_outputs(
+                >> beam.ParDo(_Reuse(stored_vectors.meta)).with_outputs(
                     "embed", "check", "check_stored", main="reused"
                 )
             )
@@ -410,18 +407,12 @@ class EmbedAndScore(beam.PTransform):
                 | f"JoinChecks{i}" >> beam.CoGroupByKey()
                 | f"Compare{i}" >> beam.ParDo(_Check())
             )
-            per_model[i] = (
-                embedded,
-                joined.reused | f"AsTuple{i}" >> beam.Map(lambda kv: (kv[0], (kv[1],))),
-            ) | f"Vectors{i}" >> beam.Flatten()
-        if len(per_model) == 1:
-            vectors = per_model[0]
-        else:
-            vectors = (
-                per_model
-                | "JoinModels" >> beam.CoGroupByKey()
-                | "OneVectorPerModel" >> beam.Map(_one_vector)
-            )
+            per_model[i] = (embedded, joined.reused) | f"Vectors{i}" >> beam.Flatten()
+        vectors = (  # (text key, (vector of model 1, ...))
+            per_model
+            | "JoinModels" >> beam.CoGroupByKey()
+            | "OneVectorPerModel" >> beam.Map(_one_vector_per_model)
+        )
         query_vectors = (
             vectors
             | "Queries" >> beam.Filter(lambda kv: kv[0][0] == "q")
@@ -503,9 +494,16 @@ def pass_phases(result: PipelineResult, seconds: float) -> dict[str, float]:
     }
 
 
-def reusable_embeddings(model_run_dir: str | None, model_dir: str) -> str | None:
-    """`model_run_dir` when it holds the Trainer's embeddings of this very SavedModel
-    (rankcore/embeddings.py: the fingerprints agree), else None (then everything is embedded)."""
+class StoredVectors(NamedTuple):
+    """The Trainer's vectors file (rankcore/embeddings.py) and its meta.json."""
+
+    path: str
+    meta: embeddings.EmbeddingsMeta
+
+
+def reusable_embeddings(model_run_dir: str | None, model_dir: str) -> StoredVectors | None:
+    """The Trainer's embeddings under `model_run_dir` when they are of this very SavedModel
+    (the fingerprints agree), else None (then everything is embedded)."""
     if not model_run_dir:
         return None
     meta = embeddings.read_meta(model_run_dir)
@@ -514,7 +512,7 @@ def reusable_embeddings(model_run_dir: str | None, model_dir: str) -> str | None
     if meta.model != embeddings.model_fingerprint(model_dir):
         logging.info("the embeddings in %s are of another model: not reused", model_run_dir)
         return None
-    return model_run_dir
+    return StoredVectors(embeddings.vectors_path(model_run_dir), meta)
 
 
 def score_split(
@@ -525,11 +523,11 @@ def score_split(
     scores_prefix: str,
     embed: bool = True,
     phases: dict[str, float] | None = None,
-    reuse: dict[str, str] | None = None,
+    reuse: dict[str, StoredVectors | None] | None = None,
 ) -> tuple[dict[str, dict[str, dict[str, float]]], dict[str, str]]:
     """Every candidate of a split scored by every model in one Beam pipeline that reads the
     examples once: the models that `embeds` by EmbedAndScore (unless embed=False), the others
-    by ScoreExamples. `reuse` ({model name: ModelRun directory}, from reusable_embeddings) lets
+    by ScoreExamples. `reuse` ({model name: reusable_embeddings(...)}) lets
     EmbedAndScore take the Trainer's vectors of that model; should a re-embedded sample of
     them disagree, the split is scored again without them (and a warning says so).
     Returns ({name: run}, {name: EMBED_ONCE or PER_PAIR}); `phases`, when given, gets

@@ -403,7 +403,7 @@ def _score_dev_split(args, tmp_path, name: str, reuse: str | None) -> tuple[dict
         batch_size=3,
         scores_prefix=str(tmp_path / name / "p"),
         phases=phases,
-        reuse={"candidate": reuse},
+        reuse={"candidate": scoring.reusable_embeddings(reuse, args.serving_model_dir)},
     )
     return runs["candidate"], phases
 
@@ -425,10 +425,10 @@ def test_evaluator_reuses_the_trainers_vectors_of_the_same_model(zero_shot, tmp_
     meta = embeddings.read_meta(args.model_run_dir)
     assert meta is not None and meta.split == "dev" and meta.dim == 32
     assert meta.model == embeddings.model_fingerprint(args.serving_model_dir)
-    run_dir = scoring.reusable_embeddings(args.model_run_dir, args.serving_model_dir)
-    assert run_dir == args.model_run_dir
+    stored = scoring.reusable_embeddings(args.model_run_dir, args.serving_model_dir)
+    assert stored == (embeddings.vectors_path(args.model_run_dir), meta)
     want, fresh = _score_dev_split(args, tmp_path, "fresh", None)
-    got, reused = _score_dev_split(args, tmp_path, "reused", run_dir)
+    got, reused = _score_dev_split(args, tmp_path, "reused", args.model_run_dir)
     _assert_same_run(got, want)
     assert fresh["texts_reused"] == 0 and fresh["texts_embedded"] == meta.count
     # Every dev text came from the Trainer; only the checked sample was embedded again.
