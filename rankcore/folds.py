@@ -1,0 +1,81 @@
+"""Cross-validation folds: the split names and each fold branch's roles (issue 17).
+
+With `evaluator.cross_validation.folds: k` RankingDataGen writes two splits per fold f (every
+judged query is in exactly one fold, `datagen.split`'s kfold hash with num_folds = k):
+`fold<f>_train` (the sampled training groups of fold f's queries) and `fold<f>_eval` (all
+first-stage candidates of fold f's queries). Fold branch i's Trainer trains on the train splits
+of every fold but i and i+1, picks its checkpoint and fusion alpha on fold i+1's eval split, and
+the evaluator ranks fold i's eval split with that model only: no query's judgments reach the
+model that ranks it. The model that is pushed trains on every fold but the dev fold
+(`datagen.split.dev_fold`) and picks its alpha there.
+
+RankingDataGen (components), the pipeline's wiring (pipelines) and the evaluator (components)
+all read these names, so they live in the layer every one of them imports.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+TRAIN, EVAL = "train", "eval"
+# The Trainer node of fold branch i is "Trainer_fold<i>"; the final (pushed) model's is "Trainer".
+TRAINER_PREFIX = "Trainer_fold"
+MAX_FOLDS = 10  # the evaluator declares one optional model input per fold up to this
+
+
+def split_name(fold: int, role: str) -> str:
+    """The split of fold `fold` in role `role` (TRAIN or EVAL)."""
+    if role not in (TRAIN, EVAL):
+        raise ValueError(f"fold split role must be {TRAIN!r} or {EVAL!r}, got {role!r}")
+    return f"fold{fold}_{role}"
+
+
+def split_names(num_folds: int) -> list[str]:
+    """Every split RankingDataGen writes with `num_folds` folds, in fold order."""
+    return [split_name(f, role) for f in range(num_folds) for role in (TRAIN, EVAL)]
+
+
+class Branch(NamedTuple):
+    """The folds one Trainer reads: trains on `train`, validates and tunes alpha on `dev`;
+    `test` is the fold the evaluator ranks with it (None for the final model)."""
+
+    test: int | None
+    dev: int
+    train: tuple[int, ...]
+
+    @property
+    def train_splits(self) -> list[str]:
+        return [split_name(f, TRAIN) for f in self.train]
+
+    @property
+    def dev_split(self) -> str:
+        return split_name(self.dev, EVAL)
+
+    @property
+    def test_split(self) -> str | None:
+        return None if self.test is None else split_name(self.test, EVAL)
+
+
+def branch(fold: int, num_folds: int) -> Branch:
+    """Fold branch `fold`: tests fold `fold`, validates on the next fold, trains on the rest."""
+    check_folds(num_folds)
+    dev = (fold + 1) % num_folds
+    return Branch(fold, dev, tuple(f for f in range(num_folds) if f not in (fold, dev)))
+
+
+def final_branch(dev_fold: int, num_folds: int) -> Branch:
+    """The pushed model's folds: every fold but `dev_fold` trains, `dev_fold` validates."""
+    check_folds(num_folds)
+    return Branch(None, dev_fold, tuple(f for f in range(num_folds) if f != dev_fold))
+
+
+def check_folds(num_folds: int) -> None:
+    if not 3 <= num_folds <= MAX_FOLDS:
+        raise ValueError(
+            f"cross-validation needs 3 to {MAX_FOLDS} folds (one tests, one validates, at "
+            f"least one trains), got {num_folds}"
+        )
+
+
+def trainer_id(fold: int) -> str:
+    return f"{TRAINER_PREFIX}{fold}"
