@@ -42,6 +42,8 @@ def run_summary(config) -> str:
     from ml_metadata import metadata_store
     from tfx import v1 as tfx
 
+    from components.ranking_evaluator.report import where
+
     store = metadata_store.MetadataStore(
         tfx.orchestration.metadata.sqlite_metadata_connection_config(config.runner.metadata_path)
     )
@@ -54,7 +56,7 @@ def run_summary(config) -> str:
         main = metrics[MAIN_METRIC]
         agg = metrics["aggregate"]
         lines.append(
-            f"Evaluation ({metrics['split']} split, {metrics['num_queries']} queries): "
+            f"Evaluation ({where(metrics)}, {metrics['num_queries']} queries): "
             f"{'BLESSED' if metrics['blessed'] else 'NOT BLESSED'}"
         )
         shown = [m for m in (main, "map", "recip_rank", "P_10") if m in agg["candidate"]]

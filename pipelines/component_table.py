@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pipelines.console import figures
+from rankcore import folds
 
 if TYPE_CHECKING:
     from pipelines.config import PipelineConfig
@@ -37,6 +38,12 @@ class Wiring:
     config: PipelineConfig
     built: dict[str, Any]  # the components built so far, by id
     schema_file: str  # where the components read the examples' schema
+    fold: int | None = None  # the fold branch a `per_fold` row's copy is built for
+
+    @property
+    def num_folds(self) -> int:
+        """evaluator.cross_validation.folds (0: no cross-validation)."""
+        return self.config.evaluator.cross_validation.folds
 
     def output(self, component_id: str, key: str) -> Any:
         return self.built[component_id].outputs[key]
@@ -55,26 +62,49 @@ class ComponentRow:
     artifact_types: dict[str, str] = field(default_factory=dict)  # title -> class path
     # A Beam executor class (import path) replacing the component's own, same inputs/outputs.
     executor_class: str | None = None
+    # With cross-validation the row is also built once per fold branch i, as node
+    # rankcore.folds.node_id(id, i), with Wiring.fold = i (runs in parallel on Kubeflow).
+    per_fold: bool = False
+
+    def node_ids(self, num_folds: int) -> list[str]:
+        """The DAG node ids this row builds: its id, then its fold copies."""
+        copies = range(num_folds) if self.per_fold else ()
+        return [self.id, *(folds.node_id(self.id, i) for i in copies)]
 
 
 def _datagen(w: Wiring) -> dict[str, Any]:
     return {
         "collection": dataclasses.asdict(w.config.collection),
         "datagen": dataclasses.asdict(w.config.datagen),
+        "cross_validation_folds": w.num_folds,
     }
+
+
+def trainer_splits(w: Wiring) -> tuple[list[str], list[str]]:
+    """(train splits, dev splits) of the Trainer being built: train/dev without
+    cross-validation; with it, fold branch w.fold's folds, or for the final (pushed) model
+    every fold but datagen.split.dev_fold, which is its dev fold (rankcore/folds.py)."""
+    if not w.num_folds:
+        return ["train"], ["dev"]
+    if w.fold is None:
+        branch = folds.final_branch(w.config.datagen.split.dev_fold, w.num_folds)
+    else:
+        branch = folds.branch(w.fold, w.num_folds)
+    return branch.train_splits, [branch.dev_split]
 
 
 def _trainer(w: Wiring) -> dict[str, Any]:
     from tfx import v1 as tfx
 
     config = w.config
+    train, dev = trainer_splits(w)
     return {
         "run_fn": RUN_FN,
         "examples": w.output("RankingDataGen", "examples"),
         "transform_graph": w.output("RankingDataGen", "transform_graph"),
         "schema": w.output("ImportSchemaGen", "schema"),
-        "train_args": tfx.proto.TrainArgs(splits=["train"], num_steps=config.trainer.train_steps),
-        "eval_args": tfx.proto.EvalArgs(splits=["dev"]),
+        "train_args": tfx.proto.TrainArgs(splits=train, num_steps=config.trainer.train_steps),
+        "eval_args": tfx.proto.EvalArgs(splits=dev),
         "custom_config": {
             "trainer": dataclasses.asdict(config.trainer),
             "max_query_length": config.datagen.max_query_length,
@@ -84,7 +114,16 @@ def _trainer(w: Wiring) -> dict[str, Any]:
 
 
 def _evaluator(w: Wiring) -> dict[str, Any]:
+    from components.ranking_evaluator.constants import FOLD_MODEL, FOLD_MODEL_RUN
+
+    # With cross-validation each fold's eval split is ranked by its fold branch's model.
+    fold_models = {
+        key.format(fold=i): w.output(folds.node_id("Trainer", i), output)
+        for i in range(w.num_folds)
+        for key, output in ((FOLD_MODEL, "model"), (FOLD_MODEL_RUN, "model_run"))
+    }
     return {
+        **fold_models,
         "examples": w.output("RankingDataGen", "examples"),
         "model": w.output("Trainer", "model"),
         "qrels": w.output("RankingDataGen", "qrels"),
@@ -166,6 +205,7 @@ COMPONENTS: tuple[ComponentRow, ...] = (
         "Train reranker",
         after=("ExampleGate",),
         key_figure=figures.TRAINER,
+        per_fold=True,
     ),
     ComponentRow(
         "RankingEvaluator",
@@ -189,6 +229,22 @@ COMPONENTS: tuple[ComponentRow, ...] = (
 )
 
 BY_ID: dict[str, ComponentRow] = {row.id: row for row in COMPONENTS}
+
+
+def row_of(node_id: str) -> ComponentRow | None:
+    """The row a DAG node id was built from (a fold copy's too), None for none."""
+    return BY_ID.get(folds.parse_node_id(node_id)[0])
+
+
+def display_name(node_id: str, name: str | None = None) -> str:
+    """What the KFP UI calls a node: `name` (default: its row's display name), with the fold
+    of a fold copy."""
+    component_id, fold = folds.parse_node_id(node_id)
+    row = BY_ID.get(component_id)
+    name = name or (row.display_name if row else node_id)
+    return name if fold is None else f"{name} (fold {fold})"
+
+
 COMPONENT_IDS: tuple[str, ...] = tuple(BY_ID)
 # Schema title -> class path of rankpipe's artifact types, all rows together.
 ARTIFACT_TYPES: dict[str, str] = {t: p for row in COMPONENTS for t, p in row.artifact_types.items()}

@@ -259,12 +259,37 @@ def load_config(
         raise ConfigError(f"{source}: missing section 'collection'")
     config = config_loader.build(PipelineConfig, data, source)
     config.source = source
+    check_cross_validation(config)
     _expand_paths(config, source)
     if check_inputs:
         check_input_paths(config)
         check_positive_threshold(config)
         check_worker_paths(config)
     return config
+
+
+def check_cross_validation(config: PipelineConfig) -> None:
+    """With `evaluator.cross_validation.folds` k, the folds are datagen.split's kfold hash with
+    k folds: another split method or fold count is a contradiction, refused naming both keys."""
+    k, split = config.evaluator.cross_validation.folds, config.datagen.split
+    if not k:
+        return
+    where = f"{config.source}: evaluator.cross_validation.folds: {k}"
+    if split.method != "kfold":
+        raise ConfigError(
+            f"{where} needs datagen.split.method: kfold (it is {split.method!r}): every judged "
+            "query is tested in its fold, so there are no fixed train/dev/test lists"
+        )
+    if split.num_folds != k:
+        raise ConfigError(
+            f"{where} needs datagen.split.num_folds: {k} (it is {split.num_folds}): the folds "
+            "are datagen.split's kfold assignment; set both to the same value"
+        )
+    if not 0 <= split.dev_fold < k:
+        raise ConfigError(
+            f"{where}: datagen.split.dev_fold {split.dev_fold} is not a fold (0 to {k - 1}); "
+            "it is the fold the pushed model validates on"
+        )
 
 
 def _expand_paths(config: PipelineConfig, source: str) -> None:
@@ -363,7 +388,9 @@ def check_positive_threshold(config: PipelineConfig) -> None:
         coll.qrels, coll.qrels_format, collection_io.BadRecordReport("skip")
     ).qrels
     split_cfg = cfg.split
-    if split_cfg.method == "explicit":
+    if config.evaluator.cross_validation.folds:
+        split_of = dict.fromkeys(qrels, "train")  # every query trains in some fold branch
+    elif split_cfg.method == "explicit":
         if "://" in (split_cfg.train_qids or "://"):
             return
         split_of = {qid: "train" for _, qid in splits.read_qid_list(split_cfg.train_qids)}

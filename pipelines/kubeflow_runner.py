@@ -197,9 +197,12 @@ def _finish_spec(spec: dict, config: PipelineConfig) -> dict:
     tasks = spec["root"]["dag"]["tasks"]
     kubeflow = config.runner.kubeflow
     for component_id, task in tasks.items():
-        settings = kubeflow.components.get(component_id, KubeflowComponentConfig())
+        # A fold branch's copy (Trainer_fold2) takes its component's settings (Trainer's).
+        row = component_table.row_of(component_id)
+        settings = kubeflow.components.get(row.id if row else component_id)
+        settings = settings or KubeflowComponentConfig()
         if kubeflow.display_names:
-            display = settings.display_name or DISPLAY_NAMES.get(component_id, component_id)
+            display = component_table.display_name(component_id, settings.display_name)
             task.setdefault("taskInfo", {})["name"] = display
         label = spec["components"][task["componentRef"]["name"]]["executorLabel"]
         container = executors[label].get("container")

@@ -13,6 +13,7 @@ module builds them and the TFX Pipeline around them.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from pathlib import Path
 
@@ -36,16 +37,19 @@ def create_components(config: PipelineConfig, schema_file: str | None = None) ->
     wiring = Wiring(config, {}, schema_file or str(SCHEMA_FILE))
     for row in COMPONENTS:
         module, name = row.component_class.rsplit(".", 1)
-        component = getattr(importlib.import_module(module), name)(**row.args(wiring))
-        if row.executor_class:
-            module, name = row.executor_class.rsplit(".", 1)
-            executor = getattr(importlib.import_module(module), name)
-            component.executor_spec = executor_spec.BeamExecutorSpec(executor)
-        for upstream in row.after:
-            component.add_upstream_node(wiring.built[upstream])
-        if component.id != row.id:
-            component = component.with_id(row.id)
-        wiring.built[row.id] = component
+        component_class = getattr(importlib.import_module(module), name)
+        # A per_fold row (the Trainer) is built again for each cross-validation fold branch.
+        for fold, node_id in zip((None, *range(wiring.num_folds)), row.node_ids(wiring.num_folds)):
+            component = component_class(**row.args(dataclasses.replace(wiring, fold=fold)))
+            if row.executor_class:
+                module, name = row.executor_class.rsplit(".", 1)
+                executor = getattr(importlib.import_module(module), name)
+                component.executor_spec = executor_spec.BeamExecutorSpec(executor)
+            for upstream in row.after:
+                component.add_upstream_node(wiring.built[upstream])
+            if component.id != node_id:
+                component = component.with_id(node_id)
+            wiring.built[node_id] = component
     return list(wiring.built.values())
 
 

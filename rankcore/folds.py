@@ -18,8 +18,9 @@ from __future__ import annotations
 from typing import NamedTuple
 
 TRAIN, EVAL = "train", "eval"
-# The Trainer node of fold branch i is "Trainer_fold<i>"; the final (pushed) model's is "Trainer".
-TRAINER_PREFIX = "Trainer_fold"
+# A component built once per fold branch has the node id "<component id>_fold<i>" (the Trainer
+# of fold branch 2: "Trainer_fold2"); the final (pushed) model's stays "Trainer".
+NODE_SUFFIX = "_fold"
 MAX_FOLDS = 10  # the evaluator declares one optional model input per fold up to this
 
 
@@ -77,5 +78,14 @@ def check_folds(num_folds: int) -> None:
         )
 
 
-def trainer_id(fold: int) -> str:
-    return f"{TRAINER_PREFIX}{fold}"
+def node_id(component_id: str, fold: int) -> str:
+    """The DAG node id of `component_id`'s copy for fold branch `fold`."""
+    return f"{component_id}{NODE_SUFFIX}{fold}"
+
+
+def parse_node_id(node: str) -> tuple[str, int | None]:
+    """(component id, fold) of a node id; fold None for a node that is not a fold copy."""
+    base, sep, fold = node.rpartition(NODE_SUFFIX)
+    if sep and base and fold.isdigit():
+        return base, int(fold)
+    return node, None

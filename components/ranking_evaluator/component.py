@@ -10,6 +10,8 @@ from tfx.types import component_spec, standard_artifacts, value_artifact
 
 from components import artifacts
 from components.ranking_evaluator import executor
+from components.ranking_evaluator.constants import FOLD_MODEL, FOLD_MODEL_RUN
+from rankcore import folds
 
 
 class HtmlReport(value_artifact.ValueArtifact):
@@ -61,6 +63,16 @@ class RankingEvaluatorSpec(types.ComponentSpec):
         "model_run": component_spec.ChannelParameter(
             type=standard_artifacts.ModelRun, optional=True
         ),
+        # With evaluator.cross_validation.folds k: fold branch i's model (and its model_run)
+        # for i < k, which ranks fold i's eval split; `model` is then the pushed model.
+        **{
+            key.format(fold=i): component_spec.ChannelParameter(type=kind, optional=True)
+            for i in range(folds.MAX_FOLDS)
+            for key, kind in (
+                (FOLD_MODEL, standard_artifacts.Model),
+                (FOLD_MODEL_RUN, standard_artifacts.ModelRun),
+            )
+        },
     }
     OUTPUTS = {
         "evaluation": component_spec.ChannelParameter(type=standard_artifacts.ModelEvaluation),
@@ -94,9 +106,12 @@ class RankingEvaluator(base_beam_component.BaseBeamComponent):
         evaluator: dict,
         push_destination: str = "",
         model_run: types.BaseChannel | None = None,
+        **fold_models: types.BaseChannel,
     ):
+        """`fold_models`: fold_model_<i> and fold_model_run_<i> channels (cross-validation)."""
         super().__init__(
             spec=RankingEvaluatorSpec(
+                **fold_models,
                 examples=examples,
                 model=model,
                 qrels=qrels,

@@ -11,7 +11,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from rankcore import config_loader
+from rankcore import config_loader, folds
+
+
+@dataclass
+class CrossValidationConfig:
+    # k-fold cross-validation (rankcore/folds.py, docs/evaluator.md): k Trainers, each ranks the
+    # fold no query of which it saw; every judged query is evaluated and blessed on. 0: off
+    # (one held-out split). k must equal datagen.split.num_folds (its kfold hash and seed).
+    folds: int = 0
+
+    def __post_init__(self) -> None:
+        if self.folds:
+            folds.check_folds(self.folds)
 
 
 @dataclass
@@ -52,6 +64,7 @@ class EvaluatorConfig:
     randomization_trials: int = 10000  # paired randomization test permutations
     seed: int = 0  # randomization test seed
     batch_size: int = 256  # inference batch size
+    cross_validation: CrossValidationConfig = field(default_factory=CrossValidationConfig)
 
     def __post_init__(self) -> None:
         if self.main_metric not in self.measures:

@@ -12,3 +12,6 @@ BLESSED_FILE, NOT_BLESSED_FILE = "BLESSED", "NOT_BLESSED"
 # Keys of metrics.json that are also ModelEvaluation custom properties.
 MAIN_METRIC = "main_metric"
 BLESSED = "blessed"
+# With cross-validation, the input keys of fold branch i's model and model_run (one optional
+# pair per fold up to rankcore.folds.MAX_FOLDS: KFP v2 has no list-of-channels input).
+FOLD_MODEL, FOLD_MODEL_RUN = "fold_model_{fold}", "fold_model_run_{fold}"

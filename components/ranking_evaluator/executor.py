@@ -21,6 +21,7 @@ import shutil
 import tempfile
 import time
 import uuid
+from typing import Any, NamedTuple
 
 import tensorflow as tf
 from tfx.dsl.components.base import base_beam_executor
@@ -43,13 +44,15 @@ from components.ranking_evaluator.config import EvaluatorConfig
 from components.ranking_evaluator.constants import (
     BLESSED,
     BLESSED_FILE,
+    FOLD_MODEL,
+    FOLD_MODEL_RUN,
     MAIN_METRIC,
     METRICS_FILE,
     NOT_BLESSED_FILE,
     REPORT_HTML_FILE,
     REPORT_MD_FILE,
 )
-from rankcore import fusion
+from rankcore import folds, fusion
 from rankcore.file_io import write_text_atomic
 from rankcore.metrics import compute_metrics, mean_metrics, rank_documents, read_qrels, read_run
 
@@ -108,11 +111,130 @@ def compare_reranker_alone(
     }
 
 
+class _Part(NamedTuple):
+    """What one model ranks: the eval split, the SavedModel, its Trainer's model_run (whose
+    stored vectors the scoring may reuse); `fold` None without cross-validation."""
+
+    fold: int | None
+    split: str
+    model_dir: str
+    model_run: str | None
+
+
+def _parts(config: EvaluatorConfig, inputs: Artifacts, model_dir: str) -> list[_Part]:
+    """The model of each evaluated split: the candidate on `config.split`, or with
+    cross-validation each fold branch's model on its fold's eval split (rankcore/folds.py)."""
+    model_run = (inputs.get("model_run") or [None])[0]
+    k = config.cross_validation.folds
+    if not k:
+        return [_Part(None, config.split, model_dir, model_run.uri if model_run else None)]
+    parts = []
+    for i in range(k):
+        key = FOLD_MODEL.format(fold=i)
+        if not inputs.get(key):
+            raise ValueError(
+                f"evaluator.cross_validation.folds is {k} but input {key!r} (fold branch {i}'s "
+                "model) is not wired: build the pipeline with pipelines/pipeline.py"
+            )
+        fold_run = (inputs.get(FOLD_MODEL_RUN.format(fold=i)) or [None])[0]
+        fold_model = artifact_utils.get_single_instance(inputs[key])
+        parts.append(
+            _Part(
+                i,
+                folds.split_name(i, folds.EVAL),
+                path_utils.serving_model_path(fold_model.uri),
+                fold_run.uri if fold_run else None,
+            )
+        )
+    return parts
+
+
+def _fusion_summary(part_fusions: list[dict | None]) -> dict | None:
+    """The candidate's fusion for the report: its model's, or with folds the fold models'
+    alphas (`alphas`, by fold) and their mean as `alpha`."""
+    if len(part_fusions) == 1 or part_fusions[0] is None:
+        return part_fusions[0]
+    alphas = [f["alpha"] for f in part_fusions]
+    return {
+        "mode": part_fusions[0]["mode"],
+        "alpha": sum(alphas) / len(alphas),
+        "alphas": alphas,
+        "dev_fused": [f.get("dev_fused") for f in part_fusions],
+    }
+
+
+def _cross_validation(
+    parts: list[_Part],
+    part_qids: list[list[str]],
+    part_fusions: list[dict | None],
+    per_query: dict[str, dict[str, dict[str, float]]],
+    main: str,
+) -> dict[str, Any]:
+    """metrics.json's `cross_validation`: per fold, its queries, model, alpha (chosen on the
+    next fold's queries) and the main metric of each system on its queries."""
+    per_fold = []
+    for part, qids, fused in zip(parts, part_qids, part_fusions):
+        means = {
+            name: sum(pq[q][main] for q in qids if q in pq) / max(1, len(qids))
+            for name, pq in per_query.items()
+        }
+        per_fold.append(
+            {
+                "fold": part.fold,
+                "split": part.split,
+                "queries": len(qids),
+                "model": part.model_dir,
+                "alpha": fused["alpha"] if fused else None,
+                main: {name: round(v, 6) for name, v in means.items()},
+            }
+        )
+    return {"folds": len(parts), "per_fold": per_fold}
+
+
 class Executor(base_beam_executor.BaseBeamExecutor):
+    def _score(
+        self,
+        examples: Any,
+        splits: list[str],
+        models: dict[str, str],
+        config: EvaluatorConfig,
+        phases: dict[str, float],
+        reuse: dict[str, scoring.StoredVectors | None] | None = None,
+    ) -> tuple[dict[str, dict[str, dict[str, float]]], dict[str, str]]:
+        """One scoring pass (scoring.score_split) over `splits` with `models`; its phases are
+        added to `phases`."""
+        split_uris = [artifact_utils.get_split_uri([examples], s) for s in splits]
+        # A fresh directory per pass: a retried execution must not read a failed one's parts.
+        # Workers write it and read the splits and models: worker-reachable (worker_dirs.py).
+        reads = {**{f"examples ({s})": u for s, u in zip(splits, split_uris)}, **models}
+        scores_prefix = os.path.join(
+            worker_dirs.work_dir(self, f"scores-{uuid.uuid4().hex}", "RankingEvaluator", reads),
+            "part",
+        )
+        # A small split is scored in process: no Beam worker start-up (components/beam_mode.py).
+        split_bytes = beam_mode.input_bytes([os.path.join(u, "*") for u in split_uris])
+        make_pipeline = beam_mode.pipeline_maker(self, split_bytes, "RankingEvaluator")
+        pass_phases: dict[str, float] = {}
+        runs, scored_by = scoring.score_split(
+            make_pipeline,
+            split_uris,
+            models,
+            batch_size=config.batch_size,
+            scores_prefix=scores_prefix,
+            phases=pass_phases,
+            reuse=reuse,
+        )
+        for key, value in pass_phases.items():
+            phases[key] = round(phases.get(key, 0) + value, 2)
+        phases["in_process"] = beam_mode.chooses_in_process(self, split_bytes)
+        return runs, scored_by
+
     def Do(self, input_dict: Artifacts, output_dict: Artifacts, exec_properties: Props) -> None:
         start = time.time()
         config = EvaluatorConfig.from_dict(json.loads(exec_properties["evaluator"]))
-        split = config.split
+        # With cross-validation every judged query is evaluated, each by its fold's model.
+        k = config.cross_validation.folds
+        split = config.split if not k else f"all ({k}-fold cross-validation)"
         examples = artifact_utils.get_single_instance(input_dict["examples"])
         model = artifact_utils.get_single_instance(input_dict["model"])
         evaluation = artifact_utils.get_single_instance(output_dict["evaluation"])
@@ -148,76 +270,76 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         baseline = find_baseline(exec_properties.get("push_destination") or "", model.uri)
         if baseline is not None:
             models["baseline"] = baseline.path
+        parts = _parts(config, input_dict, models["candidate"])
 
-        # ---- scoring: every candidate of the split, all models in one Beam pass ---------------
+        # ---- scoring: every candidate of the split(s), all models -----------------------------
         # Dual encoders embed each distinct text once; other models score every pair (scoring.py).
-        split_uri = artifact_utils.get_split_uri([examples], split)
-        # A fresh directory per attempt: a retried execution must not read a failed one's parts.
-        # Workers write it and read the split and models: worker-reachable (worker_dirs.py).
-        scores_prefix = os.path.join(
-            worker_dirs.work_dir(
-                self,
-                f"scores-{uuid.uuid4().hex}",
-                "RankingEvaluator",
-                {"examples": split_uri, **models},
-            ),
-            "part",
-        )
-        # A small split is scored in process: no Beam worker start-up (components/beam_mode.py).
-        split_bytes = beam_mode.input_bytes([os.path.join(split_uri, "*")])
-        make_pipeline = beam_mode.pipeline_maker(self, split_bytes, "RankingEvaluator")
-        phases: dict[str, float] = {}
-        # A dual encoder's Trainer already embedded the dev split's texts with this very model
-        # (rankcore/embeddings.py): the test split's texts among them are not embedded again.
-        model_run = (input_dict.get("model_run") or [None])[0]
-        reuse = {
-            "candidate": scoring.reusable_embeddings(
-                model_run.uri if model_run else None, models["candidate"]
-            )
-        }
+        # One part (no cross-validation): candidate and baseline in one pass. Folds: each fold's
+        # eval split with its own model, then the baseline over all of them in one more pass.
         t0 = time.time()
-        runs, scored_by = scoring.score_split(
-            make_pipeline,
-            split_uri,
-            models,
-            batch_size=config.batch_size,
-            scores_prefix=scores_prefix,
-            phases=phases,
-            reuse=reuse,
-        )
+        phases: dict[str, float] = {}
+        raw: dict[str, dict[str, dict[str, float]]] = {}  # system -> scores, not fused
+        part_qids: list[list[str]] = []
+        for part in parts:
+            part_models = {"candidate": part.model_dir}
+            if len(parts) == 1 and baseline is not None:
+                part_models["baseline"] = baseline.path
+            # A dual encoder's Trainer already embedded its dev split's texts with this very
+            # model (rankcore/embeddings.py): the texts among them are not embedded again.
+            reuse = {"candidate": scoring.reusable_embeddings(part.model_run, part.model_dir)}
+            scored, scored_by = self._score(
+                examples, [part.split], part_models, config, phases, reuse
+            )
+            part_qids.append(sorted(scored["candidate"]))
+            for name, run in scored.items():
+                raw.setdefault(name, {}).update(run)
+        if len(parts) > 1 and baseline is not None:
+            splits = [part.split for part in parts]
+            scored, _ = self._score(examples, splits, {"baseline": baseline.path}, config, phases)
+            raw.update(scored)
         scoring_seconds = time.time() - t0
-        phases["in_process"] = beam_mode.chooses_in_process(self, split_bytes)
-        n_scored = sum(len(d) for d in runs["candidate"].values())
+        n_scored = sum(len(d) for d in raw["candidate"].values())
         if not n_scored:
             raise ValueError(f"the {split} split of {examples.uri} has no examples to score")
         logging.info(
             "Scored %d candidates of %d %s queries with %d model(s) (%s) in %.1fs: %s",
             n_scored,
-            len(runs["candidate"]),
+            len(raw["candidate"]),
             split,
-            len(models),
+            len(parts) + (baseline is not None),
             scored_by,
             scoring_seconds,
             phases,
         )
 
         # ---- metrics: the split's queries against the full qrels --------------------------
-        split_qids = sorted(runs["candidate"])
-        runs["first_stage"] = {q: first_stage_all.get(q, {}) for q in split_qids}
-        missing = sum(
-            len(set(runs["first_stage"][q]) - set(runs["candidate"][q])) for q in split_qids
-        )
+        split_qids = sorted(raw["candidate"])
+        first_stage = {q: first_stage_all.get(q, {}) for q in split_qids}
+        missing = sum(len(set(first_stage[q]) - set(raw["candidate"][q])) for q in split_qids)
         if missing:
             logging.warning("%d first-stage candidates of the split have no example", missing)
         # Fusion with the first stage, as each model ranks when it carries fusion (its SavedModel's
         # assets.extra/fusion.json; the rank_candidates signature computes the same): "candidate"
         # and "baseline" are then the fused rankings, "reranker" the candidate's scores alone.
-        fusions = {name: fusion.read_fusion(path) for name, path in models.items()}
-        if fusions["candidate"] is not None:
-            runs["reranker"] = runs["candidate"]
-        for name, fused in fusions.items():
+        # With folds, each fold's queries are fused with the alpha its own model carries.
+        part_fusions = [fusion.read_fusion(part.model_dir) for part in parts]
+        runs = {"first_stage": first_stage}
+        if part_fusions[0] is not None:
+            runs["reranker"] = raw["candidate"]
+        runs["candidate"] = {}
+        for qids, fused in zip(part_qids, part_fusions):
+            scores = {q: raw["candidate"][q] for q in qids}
             if fused is not None:
-                runs[name] = fusion.fuse_run(runs[name], runs["first_stage"], fused["alpha"])
+                scores = fusion.fuse_run(scores, first_stage, fused["alpha"])
+            runs["candidate"].update(scores)
+        fusions = {"candidate": _fusion_summary(part_fusions)}
+        if baseline is not None:
+            fusions["baseline"] = fusion.read_fusion(baseline.path)
+            runs["baseline"] = raw["baseline"]
+            if fusions["baseline"] is not None:
+                runs["baseline"] = fusion.fuse_run(
+                    raw["baseline"], first_stage, fusions["baseline"]["alpha"]
+                )
         # Full judgments: relevant documents the first stage never retrieved count (recall,
         # MAP, nDCG's ideal ranking), exactly as trec_eval run on the files would count them.
         split_qrels = {q: qrels[q] for q in split_qids if qrels.get(q)}
@@ -272,6 +394,9 @@ class Executor(base_beam_executor.BaseBeamExecutor):
             "comparisons": comparisons,
             "reranker_comparisons": reranker_comparisons,
             "fusion": fusions["candidate"],
+            "cross_validation": _cross_validation(parts, part_qids, part_fusions, per_query, main)
+            if k
+            else None,
             "baseline_fusion": fusions.get("baseline"),
             BLESSED: decision.blessed,
             "reasons": decision.reasons,

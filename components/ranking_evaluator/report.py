@@ -18,6 +18,10 @@ LABELS = {
     "candidate": "candidate",
 }
 WORST_QUERIES = 10
+FOLDS_NOTE = (
+    "Each fold's queries are ranked by the model of its fold branch, which trained on the other "
+    "folds but the next one, and chose its checkpoint and alpha on the next fold's queries."
+)
 
 
 def _p(value: float) -> str:
@@ -28,8 +32,37 @@ def system_label(metrics: dict, system: str) -> str:
     """A system's column name; the candidate is "fused (alpha=...)" when it carries fusion."""
     fusion = metrics.get("fusion")
     if system == "candidate" and fusion:
+        if "alphas" in fusion:  # cross-validation: each fold's own alpha
+            return f"fused (alpha per fold, mean {fusion['alpha']:.2f})"
         return f"fused (alpha={fusion['alpha']:.2f})"
     return LABELS[system]
+
+
+def where(metrics: dict) -> str:
+    """What was evaluated, for a sentence: "the test split" or, with cross-validation, every
+    judged query by the model of the fold branch that never saw it."""
+    cv = metrics.get("cross_validation")
+    if not cv:
+        return f"the {metrics['split']} split"
+    folds = cv["folds"]
+    return f"all queries, {folds}-fold cross-validated (each ranked by a model that never saw it)"
+
+
+def fold_rows(metrics: dict) -> list[list[str]]:
+    """Header + one row per fold (cross-validation): its queries, alpha and main metric per
+    system; [] without cross-validation."""
+    cv = metrics.get("cross_validation")
+    if not cv:
+        return []
+    main = metrics[MAIN_METRIC]
+    systems = [s for s in SYSTEMS if s in cv["per_fold"][0][main]]
+    header = ["fold", "queries", "alpha", *(f"{system_label(metrics, s)} {main}" for s in systems)]
+    rows = [header]
+    for fold in cv["per_fold"]:
+        alpha = "-" if fold["alpha"] is None else f"{fold['alpha']:.2f}"
+        values = [f"{fold[main][s]:.4f}" for s in systems]
+        rows.append([str(fold["fold"]), str(fold["queries"]), alpha, *values])
+    return rows
 
 
 def comparison_columns(metrics: dict) -> list[tuple[str, str, dict]]:
@@ -78,9 +111,12 @@ def fusion_note(metrics: dict) -> str:
     if not fusion:
         return "The candidate ranks by the reranker's scores alone (no first-stage fusion)."
     how = "tuned on the dev queries" if fusion.get("mode") == "tuned" else "fixed in the config"
+    alpha = f"{fusion['alpha']:.2f} {how}"
+    if "alphas" in fusion:  # cross-validation: each fold branch's own
+        alpha = f"{', '.join(f'{a:.2f}' for a in fusion['alphas'])} by fold (each {how})"
     return (
         f"The candidate ranks by alpha * reranker + (1 - alpha) * first stage (both min-max "
-        f"normalised per query), alpha = {fusion['alpha']:.2f} {how}; the blessing judges this "
+        f"normalised per query), alpha = {alpha}; the blessing judges this "
         'fused ranking. "reranker alone" is the same model without fusion.'
     )
 
@@ -107,7 +143,7 @@ def markdown(metrics: dict) -> str:
     lines = [
         "# RankingEvaluator report",
         "",
-        f"**{_verdict(metrics)}** on the {metrics['split']} split "
+        f"**{_verdict(metrics)}** on {where(metrics)} "
         f"({metrics['num_queries']} queries, {metrics['candidates_scored']} candidates scored"
         f"{', against the baseline model' if 'baseline' in metrics['aggregate'] else ''}).",
         "",
@@ -124,6 +160,12 @@ def markdown(metrics: dict) -> str:
         "Δ is the system minus the reference, averaged over queries; W/T/L counts the "
         "queries where the system wins, ties or loses. " + fusion_note(metrics),
     ]
+    folds = fold_rows(metrics)
+    if folds:
+        lines += ["", "## Folds", "", "| " + " | ".join(folds[0]) + " |"]
+        lines.append("|" + "---|" * len(folds[0]))
+        lines += ["| " + " | ".join(r) + " |" for r in folds[1:]]
+        lines += ["", FOLDS_NOTE]
     for ref in _references(metrics):
         label = LABELS[ref]
         lines += ["", f"## Worst queries by {main} change vs {label}", ""]
@@ -172,6 +214,8 @@ def html(metrics: dict, figures: Sequence[tuple[str, str, str]] = ()) -> str:
             f"{plots.per_query_change(deltas, metrics['main_metric'], label)}</figure>"
             f"<h3>Worst queries vs {label}</h3>{_table(worst)}"
         )
+    folds = fold_rows(metrics)
+    folds = f"<h2>Folds</h2>{_table(folds)}<p>{FOLDS_NOTE}</p>" if folds else ""
     pictures = "".join(
         f"<h2>{html_lib.escape(title)}</h2><p>{html_lib.escape(caption)}</p>"
         f"<figure class='plot'>{svg}</figure>"
@@ -185,10 +229,10 @@ def html(metrics: dict, figures: Sequence[tuple[str, str, str]] = ()) -> str:
         ".BLESSED{color:#2a7}.NOT{color:#c33}figure.plot{margin:0}"
         "figure.plot svg{max-width:100%;height:auto}</style></head><body>"
         f"<h1>RankingEvaluator: <span class='{verdict.split()[0]}'>{verdict}</span></h1>"
-        f"<p>{html_lib.escape(metrics['split'])} split, {metrics['num_queries']} queries, "
+        f"<p>{html_lib.escape(where(metrics))}: {metrics['num_queries']} queries, "
         f"{metrics['candidates_scored']} candidates scored.</p>"
         f"<ul>{''.join(items)}</ul><h2>Summary</h2>{_table(summary_rows(metrics))}"
         "<p>Δ is the system minus the reference, averaged over queries; W/T/L counts the "
         f"queries where the system wins, ties or loses. {html_lib.escape(fusion_note(metrics))}</p>"
-        f"{pictures}{''.join(sections)}</body></html>"
+        f"{folds}{pictures}{''.join(sections)}</body></html>"
     )

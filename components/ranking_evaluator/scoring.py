@@ -517,7 +517,7 @@ def reusable_embeddings(model_run_dir: str | None, model_dir: str) -> StoredVect
 
 def score_split(
     make_pipeline: Callable[[], beam.Pipeline],
-    split_uri: str,
+    split_uris: Sequence[str],
     models: dict[str, str],
     batch_size: int,
     scores_prefix: str,
@@ -525,9 +525,9 @@ def score_split(
     phases: dict[str, float] | None = None,
     reuse: dict[str, StoredVectors | None] | None = None,
 ) -> tuple[dict[str, dict[str, dict[str, float]]], dict[str, str]]:
-    """Every candidate of a split scored by every model in one Beam pipeline that reads the
-    examples once: the models that `embeds` by EmbedAndScore (unless embed=False), the others
-    by ScoreExamples. `reuse` ({model name: reusable_embeddings(...)}) lets
+    """Every candidate of the splits (their URIs) scored by every model in one Beam pipeline
+    that reads the examples once: the models that `embeds` by EmbedAndScore (unless
+    embed=False), the others by ScoreExamples. `reuse` ({model name: reusable_embeddings(...)}) lets
     EmbedAndScore take the Trainer's vectors of that model; should a re-embedded sample of
     them disagree, the split is scored again without them (and a warning says so).
     Returns ({name: run}, {name: EMBED_ONCE or PER_PAIR}); `phases`, when given, gets
@@ -542,10 +542,16 @@ def score_split(
     transforms = {EMBED_ONCE: EmbedAndScore, PER_PAIR: ScoreExamples}
     t0 = time.perf_counter()
     p = make_pipeline()
-    examples = p | "ReadExamples" >> beam.io.ReadFromTFRecord(
-        io_utils.all_files_pattern(split_uri),
-        compression_type=beam.io.filesystem.CompressionTypes.GZIP,
-    )
+    examples = [
+        p
+        | f"ReadExamples{i or ''}"
+        >> beam.io.ReadFromTFRecord(
+            io_utils.all_files_pattern(uri),
+            compression_type=beam.io.filesystem.CompressionTypes.GZIP,
+        )
+        for i, uri in enumerate(split_uris)
+    ]
+    examples = examples[0] if len(examples) == 1 else examples | "Splits" >> beam.Flatten()
     for label, names in groups.items():
         kwargs = {"reuse": [reuse.get(n) for n in names]} if label == EMBED_ONCE else {}
         _ = (
@@ -571,7 +577,7 @@ def score_split(
             )
             return score_split(
                 make_pipeline,
-                split_uri,
+                split_uris,
                 models,
                 batch_size,
                 scores_prefix + "-again",

@@ -24,13 +24,14 @@ import tensorflow as tf
 from tfx.components.pusher import executor as pusher_executor
 from tfx.proto import pusher_pb2
 from tfx.types import artifact_utils, standard_component_specs
-from tfx.utils import proto_utils
+from tfx.utils import path_utils, proto_utils
 
 from components.executor_types import Artifacts
 from components.executor_types import ExecProperties as Props
 from components.ranking_datagen.constants import SUMMARY_JSON
 from components.ranking_evaluator.constants import METRICS_FILE
 from components.ranking_pusher import model_card
+from rankcore.fusion import read_fusion
 
 SAVED_MODEL_FILE = "saved_model.pb"
 EVALUATION_KEY = "evaluation"
@@ -202,6 +203,7 @@ class Executor(pusher_executor.Executor):
                 datagen_summary=summary,
                 pipeline_config=config,
                 pushed_at=pushed_at,
+                fusion=read_fusion(path_utils.serving_model_path(model.uri)),
             )
             return {
                 model_card.CARD_JSON: json.dumps(card, indent=2),

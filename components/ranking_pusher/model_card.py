@@ -37,8 +37,10 @@ def build(
     datagen_summary: dict[str, Any] | None,
     pipeline_config: dict[str, Any] | None,
     pushed_at: datetime.datetime | None = None,
+    fusion: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The card as a JSON-able dict (model_card.json); `markdown` renders it."""
+    """The card as a JSON-able dict (model_card.json); `markdown` renders it. `fusion`: the
+    pushed SavedModel's own (with cross-validation the evaluation's is the fold models')."""
     config = pipeline_config or {}
     pushed_at = pushed_at or datetime.datetime.now(datetime.timezone.utc)
     card: dict[str, Any] = {
@@ -54,7 +56,7 @@ def build(
             "float32 [N] -> fused_score, reranker_score: float32 [N]",
         },
         # First-stage fusion the model ranks with (alpha, how it was chosen), or None.
-        "fusion": (evaluation or {}).get("fusion"),
+        "fusion": fusion if fusion is not None else (evaluation or {}).get("fusion"),
         "data": datagen_summary,
         "config": {key: config[key] for key in _CONFIG_SECTIONS if key in config},
         "evaluation": None,
@@ -63,6 +65,8 @@ def build(
         card["evaluation"] = {
             "uri": evaluation_uri,
             "split": evaluation["split"],
+            # Per fold: queries, alpha, main metric (the fold models', not this model's).
+            "cross_validation": evaluation.get("cross_validation"),
             "num_queries": evaluation["num_queries"],
             "candidates_scored": evaluation["candidates_scored"],
             MAIN_METRIC: evaluation[MAIN_METRIC],
@@ -183,12 +187,30 @@ def markdown(card: dict[str, Any]) -> str:
     ev = card.get("evaluation")
     lines += ["", "## The evaluation it passed", ""]
     if ev:
+        cv = ev.get("cross_validation")
+        where = f"the {ev['split']} split" if not cv else f"all queries, {cv['folds']}-fold"
         lines += [
-            f"**{'BLESSED' if ev['blessed'] else 'NOT BLESSED'}** by RankingEvaluator on the "
-            f"{ev['split']} split ({ev['num_queries']} queries, {ev['candidates_scored']} "
+            f"**{'BLESSED' if ev['blessed'] else 'NOT BLESSED'}** by RankingEvaluator on "
+            f"{where} ({ev['num_queries']} queries, {ev['candidates_scored']} "
             f"candidates), evaluation `{ev['uri']}`.",
             "",
         ]
+        if cv:
+            lines += [
+                f"Cross-validated: each query was ranked by the model of the fold branch that "
+                f"never saw it ({cv['folds']} fold models, each tuned on its next fold). The "
+                "figures below are that recipe's; this model is the same recipe trained on "
+                "every fold but its dev fold, which chose its checkpoint and alpha.",
+                "",
+                *(
+                    f"- fold {f['fold']}: {f['queries']} queries, alpha "
+                    f"{_fmt(f['alpha'])}, {ev[MAIN_METRIC]} "
+                    f"{_fmt(f[ev[MAIN_METRIC]]['candidate'])} (first stage "
+                    f"{_fmt(f[ev[MAIN_METRIC]]['first_stage'])})"
+                    for f in cv["per_fold"]
+                ),
+                "",
+            ]
         lines += [f"- passed: {c}" for c in ev["checks"]]
         lines += [f"- failed: {r}" for r in ev["reasons"]]
         heading = "## Metrics vs the first stage"

@@ -175,5 +175,5 @@ def _figure_of(component_id: str):
     # Imported here: the table imports this package's figures module.
     from pipelines import component_table
 
-    entry = component_table.BY_ID.get(component_id)
+    entry = component_table.row_of(component_id)
     return entry.key_figure if entry is not None else None

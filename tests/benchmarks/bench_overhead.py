@@ -374,7 +374,7 @@ def score_child(split: str, model: str, mode: str, workers: int, out: str) -> No
     t0 = time.perf_counter()
     runs, how = scoring.score_split(
         lambda: beam.Pipeline(options=PipelineOptions(args)),
-        split,
+        [split],
         {"candidate": model},
         256,
         os.path.join(tempfile.mkdtemp(prefix="scores-", dir=Path(split).parent), "part"),

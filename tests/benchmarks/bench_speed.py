@@ -223,7 +223,7 @@ def main() -> None:
         t0 = time.perf_counter()
         scoring.score_split(
             beam_pipeline,
-            test_uri,
+            [test_uri],
             {"candidate": model_dir},
             256,
             os.path.join(tempfile.mkdtemp(prefix="bench-speed-scores-"), "part"),

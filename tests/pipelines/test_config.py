@@ -251,3 +251,29 @@ def test_a_distributed_beam_runner_needs_object_store_locations(tmp_path: Path) 
     # Workers on this machine: local paths are fine, as without --runner.
     loopback = ["--runner=PortableRunner", "--job_endpoint=embed", "--environment_type=LOOPBACK"]
     load_config(_write(tmp_path, _demo_data(**{"runner.beam.extra_args": loopback})))
+
+
+@pytest.mark.parametrize(
+    "overrides, pattern",
+    [
+        (["datagen.split.num_folds=4"], r"folds: 5 needs datagen.split.num_folds: 5 \(it is 4\)"),
+        (
+            [
+                "datagen.split.method=explicit",
+                "datagen.split.train_qids=a",
+                "datagen.split.dev_qids=b",
+                "datagen.split.test_qids=c",
+            ],
+            r"needs datagen.split.method: kfold \(it is 'explicit'\)",
+        ),
+        (["evaluator.cross_validation.folds=2"], r"3 to 10 folds"),
+    ],
+)
+def test_cross_validation_contradictions_name_both_keys(overrides: list, pattern: str) -> None:
+    folds = (
+        []
+        if any("cross_validation" in o for o in overrides)
+        else ["evaluator.cross_validation.folds=5"]
+    )
+    with pytest.raises(ConfigError, match=pattern):
+        load_config("demo", [*folds, *overrides], check_inputs=False)

@@ -182,6 +182,33 @@ def test_resources_and_display_names_from_config(tmp_path: Path) -> None:
         load_config("demo", [*cluster_overrides("demo"), components], check_inputs=False)
 
 
+def test_cross_validation_compiles_to_parallel_fold_trainers() -> None:
+    """Fold branches are KFP tasks of their own, none waiting for another (they run in
+    parallel on the cluster), each with the Trainer's resources and a fold display name; the
+    evaluator waits for all of them."""
+    overrides = [
+        *cluster_overrides("demo"),
+        "evaluator.cross_validation.folds=3",
+        "datagen.split.num_folds=3",
+        "runner.kubeflow.display_names=true",
+        "runner.kubeflow.components={Trainer: {cpu_limit: '4'}}",
+    ]
+    spec = kubeflow_runner.build_pipeline_job(load_config("demo", overrides, check_inputs=False))
+    spec = spec["pipelineSpec"]
+    tasks = spec["root"]["dag"]["tasks"]
+    trainers = ["Trainer", "Trainer_fold0", "Trainer_fold1", "Trainer_fold2"]
+    assert set(trainers) <= set(tasks)
+    for name in trainers:
+        assert not set(tasks[name].get("dependentTasks", [])) & set(trainers)
+        label = spec["components"][tasks[name]["componentRef"]["name"]]["executorLabel"]
+        resources = spec["deploymentSpec"]["executors"][label]["container"]["resources"]
+        assert resources == {"cpuLimit": 4.0}
+    assert tasks["Trainer_fold1"]["taskInfo"]["name"] == "Train reranker (fold 1)"
+    assert set(trainers) <= set(tasks["RankingEvaluator"]["dependentTasks"])
+    artifacts = tasks["RankingEvaluator"]["inputs"]["artifacts"]
+    assert artifacts["fold_model_2"]["taskOutputArtifact"]["producerTask"] == "Trainer_fold2"
+
+
 @pytest.mark.parametrize("config_name", SHIPPED)
 def test_shipped_configs_compile_without_machine_paths(config_name: str, tmp_path: Path) -> None:
     config = load_config(config_name, cluster_overrides(config_name), check_inputs=False)

@@ -57,3 +57,56 @@ def test_the_component_table_is_read_without_tfx() -> None:
     # Every artifact type title has one row introducing it.
     titles = [t for r in rows for t in r.artifact_types]
     assert len(titles) == len(set(titles)) == len(component_table.ARTIFACT_TYPES)
+
+
+def test_cross_validation_fans_out_one_trainer_per_fold(shared_data: Path) -> None:
+    """evaluator.cross_validation.folds k: k fold Trainers beside the pushed one; fold branch i
+    never reads fold i (no query's judgments reach the model that ranks it), picks its alpha on
+    fold i+1's eval split only, and the evaluator ranks fold i with fold branch i's model."""
+    from rankcore import folds
+
+    k = 5
+    config = load_config("cranfield-knrm", [f"evaluator.cross_validation.folds={k}"])
+    by_id = {c.id: c for c in create_components(config)}
+    trainers = [i for i in by_id if i.startswith("Trainer")]
+    assert trainers == ["Trainer", *(f"Trainer_fold{i}" for i in range(k))]
+    assert by_id["RankingDataGen"].exec_properties["cross_validation_folds"] == k
+    evaluator = by_id["RankingEvaluator"]
+    for i in range(k):
+        trainer = by_id[folds.node_id("Trainer", i)]
+        train = list(trainer.exec_properties["train_args"].splits)
+        dev = list(trainer.exec_properties["eval_args"].splits)
+        dev_fold = (i + 1) % k
+        assert dev == [f"fold{dev_fold}_eval"]
+        assert sorted(train) == sorted(f"fold{f}_train" for f in range(k) if f not in (i, dev_fold))
+        assert not any(s.startswith(f"fold{i}_") for s in train + dev)  # no leakage
+        assert "ExampleGate" in {n.id for n in trainer.upstream_nodes}
+        for key, output in (("fold_model_{}", "model"), ("fold_model_run_{}", "model_run")):
+            channel = evaluator.inputs[key.format(i)]
+            assert channel.producer_component_id == trainer.id
+            assert channel.output_key == output
+    # The pushed model: every fold but datagen.split.dev_fold trains, the dev fold validates.
+    final = by_id["Trainer"]
+    dev_fold = config.datagen.split.dev_fold
+    assert list(final.exec_properties["eval_args"].splits) == [f"fold{dev_fold}_eval"]
+    assert len(final.exec_properties["train_args"].splits) == k - 1
+    assert evaluator.inputs["model"].producer_component_id == "Trainer"
+    assert by_id["Pusher"].inputs["model"].producer_component_id == "Trainer"
+    # Without cross-validation: one Trainer on train/dev, no fold inputs.
+    plain = {c.id: c for c in create_components(load_config("cranfield-knrm"))}
+    assert [i for i in plain if i.startswith("Trainer")] == ["Trainer"]
+    assert list(plain["Trainer"].exec_properties["train_args"].splits) == ["train"]
+    assert not any(key.startswith("fold_model") for key in plain["RankingEvaluator"].inputs)
+
+
+def test_fold_branches_partition_the_folds() -> None:
+    from rankcore import folds
+
+    for k in range(3, folds.MAX_FOLDS + 1):
+        branches = [folds.branch(i, k) for i in range(k)]
+        assert sorted(b.test for b in branches) == list(range(k))  # each fold tested once
+        for b in branches:
+            assert sorted((b.test, b.dev, *b.train)) == list(range(k))
+        assert folds.split_names(k) == [f"fold{f}_{r}" for f in range(k) for r in ("train", "eval")]
+    assert folds.parse_node_id("Trainer_fold3") == ("Trainer", 3)
+    assert folds.parse_node_id("Trainer") == ("Trainer", None)

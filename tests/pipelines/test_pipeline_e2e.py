@@ -229,7 +229,7 @@ def test_blessing_and_push_serve_raw_text(e2e, shared_data: Path) -> None:
 
 def test_summary_reports_metrics_next_to_first_stage(e2e) -> None:
     out = e2e["first"].stdout
-    assert "Evaluation (test split" in out
+    assert "Evaluation (the test split" in out
     assert "first stage" in out and "reranker" in out
     assert "ndcg_cut_10" in out and "Pushed model:" in out
 

@@ -331,7 +331,7 @@ def test_evaluator_embeds_each_text_once_and_scores_as_per_pair(
     phases: dict = {}
     runs, how = scoring.score_split(
         beam.Pipeline,
-        split_uri,
+        [split_uri],
         models,
         batch_size=4,
         scores_prefix=str(tmp_path / "s" / "p"),
@@ -344,7 +344,7 @@ def test_evaluator_embeds_each_text_once_and_scores_as_per_pair(
     assert phases["model_load_seconds"] > 0 and phases["model_seconds"] > 0
     assert phases["pass_seconds"] >= phases["model_load_seconds"] + phases["beam_seconds"]
     per_pair, how_pp = scoring.score_split(
-        beam.Pipeline, split_uri, {"candidate": dual}, 4, str(tmp_path / "pp" / "p"), embed=False
+        beam.Pipeline, [split_uri], {"candidate": dual}, 4, str(tmp_path / "pp" / "p"), embed=False
     )
     assert how_pp == {"candidate": "per_pair"}
     for run in (runs["candidate"], runs["baseline"], runs["again"], per_pair["candidate"]):
@@ -398,7 +398,7 @@ def _score_dev_split(args, tmp_path, name: str, reuse: str | None) -> tuple[dict
     phases: dict = {}
     runs, _ = scoring.score_split(
         beam.Pipeline,
-        split_uri,
+        [split_uri],
         {"candidate": args.serving_model_dir},
         batch_size=3,
         scores_prefix=str(tmp_path / name / "p"),
