@@ -10,6 +10,7 @@ from tfx.types import component_spec, standard_artifacts
 
 from components import artifacts
 from components.ranking_datagen import executor
+from components.ranking_datagen.config import DatagenConfig
 
 
 class RankingDataGenSpec(types.ComponentSpec):
@@ -17,6 +18,9 @@ class RankingDataGenSpec(types.ComponentSpec):
         # JSON of components.ranking_datagen.config.CollectionConfig / DatagenConfig.
         "collection": component_spec.ExecutionParameter(type=str),
         "datagen": component_spec.ExecutionParameter(type=str),
+        # k > 0: k-fold cross-validation splits fold<f>_train / fold<f>_eval instead of
+        # train/dev/test (rankcore/folds.py); absent or 0: off.
+        executor.CROSS_VALIDATION_FOLDS: component_spec.ExecutionParameter(type=int, optional=True),
     }
     INPUTS = {}
     OUTPUTS = {
@@ -32,16 +36,26 @@ class RankingDataGenSpec(types.ComponentSpec):
 class RankingDataGen(base_beam_component.BaseBeamComponent):
     """Reads documents/queries/qrels (and optionally a first-stage run) and writes:
 
-    examples (train/dev/test, sharded gzip TFRecords), the tf.Transform graph that tokenizes raw
+    examples (train/dev/test, or fold<f>_train/fold<f>_eval for f < `cross_validation_folds`
+    when that is > 0; sharded gzip TFRecords), the tf.Transform graph that tokenizes raw
     text, the WordPiece vocabulary, the qrels and the first-stage run, and a summary of counts.
     """
 
     SPEC_CLASS = RankingDataGenSpec
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(executor.Executor)
 
-    def __init__(self, collection: dict, datagen: dict):
+    def __init__(self, collection: dict, datagen: dict, cross_validation_folds: int = 0):
+        # Off, the property is left out: the compiled pipeline stays what it was before it. On,
+        # a fold count the datagen split cannot give fails here, when the pipeline is built.
+        cv = {}
+        if cross_validation_folds:
+            executor.cross_validation_folds(
+                cross_validation_folds, DatagenConfig.from_dict(datagen)
+            )
+            cv = {executor.CROSS_VALIDATION_FOLDS: cross_validation_folds}
         super().__init__(
             spec=RankingDataGenSpec(
+                **cv,
                 collection=json.dumps(collection, sort_keys=True),
                 datagen=json.dumps(datagen, sort_keys=True),
                 examples=types.Channel(type=standard_artifacts.Examples),

@@ -12,6 +12,10 @@ or Spark alike):
   3. encoding pass (Beam): tf.Transform tokenizes the queries and documents the groups refer to
      in batches and writes the TransformGraph; groups are joined with token ids and written as
      shuffled, sharded gzip TFRecords.
+With `cross_validation_folds` = k > 0 (the pipeline's `evaluator.cross_validation.folds`) the
+splits are rankcore/folds.py's 2k `fold<f>_train` / `fold<f>_eval` instead of train/dev/test:
+every judged query is sampled for training AND ranked in full, in the fold `datagen.split`'s
+kfold hash gives it, so each fold branch downstream can train on some folds and rank another.
 Everything is written under a staging directory and moved into the artifacts at the end; a
 failure clears the artifact directories, so a failed run leaves nothing a later component could
 read.
@@ -46,8 +50,11 @@ from components.ranking_datagen import (
 from components.ranking_datagen import collection as collection_io
 from components.ranking_datagen.config import CollectionConfig, DatagenConfig
 from components.ranking_datagen.readers import BadRecord
+from rankcore import folds
 
 EXAMPLES_PER_SHARD = 20_000
+# The optional exec property turning on k-fold cross-validation splits (0 or absent: off).
+CROSS_VALIDATION_FOLDS = "cross_validation_folds"
 OUTPUT_KEYS = ("examples", "transform_graph", "vocabulary", "qrels", "first_stage_run", "summary")
 
 
@@ -80,6 +87,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         timings: dict[str, float] = {}
         coll = CollectionConfig.from_dict(json.loads(props["collection"]))
         cfg = DatagenConfig.from_dict(json.loads(props["datagen"]))
+        num_folds = cross_validation_folds(props.get(CROSS_VALIDATION_FOLDS) or 0, cfg)
         report = collection_io.BadRecordReport(cfg.on_bad_record)
         stage = {name: os.path.join(work_dir, "stage", name) for name in OUTPUT_KEYS}
         for path in stage.values():
@@ -114,7 +122,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
 
         # ---- 2. checks, candidates, splits, sampling (driver) -----------------------------
         t0 = time.time()
-        plan = self._plan(coll, cfg, inputs, cp, report)
+        plan = self._plan(coll, cfg, inputs, cp, report, num_folds)
         timings["checks_and_sampling"] = time.time() - t0
         logging.info("Groups per split: %s; shards: %s", plan.per_split, plan.num_shards)
 
@@ -155,6 +163,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
             "examples_per_split": plan.per_split,
             "shards_per_split": plan.num_shards,
             "judged_queries_without_split": sum(1 for q in qrels if q not in plan.split_of),
+            **_cross_validation_summary(plan, cfg),
             "first_stage": {
                 "source": plan.run_id,
                 "depth": cfg.candidates_depth,
@@ -178,7 +187,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         }
         outputs.write_summary(stage["summary"], summary)
         outputs.publish(stage, {name: a.uri for name, a in out.items()})
-        out["examples"].split_names = artifact_utils.encode_split_names(list(splits.SPLITS))
+        out["examples"].split_names = artifact_utils.encode_split_names(list(plan.per_split))
         logging.info("RankingDataGen finished in %.1fs: %s", time.time() - start, summary)
 
     # ---------------------------------------------------------------------------------------
@@ -224,8 +233,10 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         inputs: _Inputs,
         cp: passes.CollectionPass,
         report: collection_io.BadRecordReport,
+        num_folds: int = 0,
     ) -> _Plan:
-        """Collection-level checks, then candidates, splits and the sampled groups."""
+        """Collection-level checks, then candidates, splits and the sampled groups (the 2k
+        fold splits when `num_folds` = k > 0, train/dev/test otherwise)."""
         report.add_counted(readers.DOCUMENTS, cp.bad_documents, cp.bad_document_examples)
         paths = collection_io.expand_paths(coll.documents)
         for docid, copies in sorted(cp.duplicates.items()):
@@ -248,7 +259,12 @@ class Executor(base_beam_executor.BaseBeamExecutor):
             {q: d for q, d in raw_run.items() if q in inputs.queries}, cfg.candidates_depth
         )
         split_cfg = cfg.split
-        if inputs.explicit is not None:
+        fold_of: dict[str, int] | None = None
+        if num_folds:
+            fold_of = {q: splits.fold_of(q, num_folds, split_cfg.seed) for q in sorted(qrels)}
+            # Every judged query trains in some fold: all their grades set the threshold.
+            split_of = dict.fromkeys(qrels, "train")
+        elif inputs.explicit is not None:
             split_of = inputs.explicit.assignment
         else:
             split_of = splits.kfold_assignment(
@@ -262,8 +278,13 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         except sampling.ThresholdError as e:
             raise ValueError(f"datagen.sampling.positive_threshold: {e}") from None
         logging.info("Positive threshold: %d (configured: %s)", threshold, s.positive_threshold)
-        groups, queries_per_split = sampling.make_groups(
-            split_of,
+        make_groups, assignment = (
+            (sampling.make_fold_groups, fold_of)
+            if fold_of is not None
+            else (sampling.make_groups, split_of)
+        )
+        groups, queries_per_split = make_groups(
+            assignment,
             qrels,
             ranked,
             s.mode,
@@ -272,16 +293,28 @@ class Executor(base_beam_executor.BaseBeamExecutor):
             threshold,
             s.seed,
         )
-        per_split = {split: 0 for split in splits.SPLITS}
+        split_names = folds.split_names(num_folds) if num_folds else list(splits.SPLITS)
+        fold_of_split = {
+            folds.split_name(f, role): f
+            for f in range(num_folds)
+            for role in (folds.TRAIN, folds.EVAL)
+        }
+        per_split = {split: 0 for split in split_names}
         for g in groups:
             per_split[g.split] += 1
-        queries_per_split = {split: queries_per_split[split] for split in splits.SPLITS}
-        for split in splits.SPLITS:
+        queries_per_split = {split: queries_per_split[split] for split in split_names}
+        for split in split_names:
             if not per_split[split]:
                 report.add(
                     collection_io.SPLITS_KIND,
                     cls._empty_split(
-                        split, queries_per_split[split], len(qrels), coll, cfg, threshold
+                        split,
+                        queries_per_split[split],
+                        len(qrels),
+                        coll,
+                        cfg,
+                        threshold,
+                        fold_of_split.get(split),
                     ),
                 )
         num_shards = {
@@ -293,6 +326,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
             run_id=run_id,
             run_qids_without_query=len(set(raw_run) - set(inputs.queries)),
             split_of=split_of,
+            fold_of=fold_of,
             groups=groups,
             queries_per_split=queries_per_split,
             per_split=per_split,
@@ -308,24 +342,35 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         coll: CollectionConfig,
         cfg: DatagenConfig,
         threshold: int,
+        fold: int | None = None,
     ) -> BadRecord:
-        """An empty split, as a bad record naming where its queries come from and why."""
+        """An empty split, as a bad record naming where its queries come from and why. `fold`:
+        the fold of a cross-validation split (None for train/dev/test)."""
         split_cfg = cfg.split
-        if split_cfg.method == "explicit":
+        is_train = split == "train" or (
+            fold is not None and split == folds.split_name(fold, folds.TRAIN)
+        )
+        if fold is not None:
+            where = coll.qrels
+            why = (
+                f"none of the {n_judged} judged queries hashes to fold {fold} (datagen.split "
+                f"num_folds={split_cfg.num_folds} seed={split_cfg.seed})"
+            )
+        elif split_cfg.method == "explicit":
             where = getattr(split_cfg, f"{split}_qids")
             why = "none of its listed qids is a judged query with a query text"
         else:
             where = coll.qrels
-            folds = (
+            hashed_to = (
                 f"fold {getattr(split_cfg, f'{split}_fold')}"
                 if split != "train"
                 else "the train folds"
             )
             why = (
-                f"none of the {n_judged} judged queries hashes to {folds} (datagen.split "
+                f"none of the {n_judged} judged queries hashes to {hashed_to} (datagen.split "
                 f"num_folds={split_cfg.num_folds} seed={split_cfg.seed})"
             )
-        if n_queries and split == "train":
+        if n_queries and is_train:
             why = (
                 f"its {n_queries} queries have no judged document with relevance >= "
                 f"{threshold} and a lower-judged candidate"
@@ -347,12 +392,54 @@ class _Plan(NamedTuple):
     ranked: dict[str, list[tuple[str, float, int]]]  # qid -> candidates (docid, score, rank)
     run_id: str
     run_qids_without_query: int
+    # qid -> train/dev/test; with cross-validation every judged query is "train" (it trains in
+    # every fold branch but the one that ranks it) and `fold_of` holds its fold.
     split_of: dict[str, str]
+    fold_of: dict[str, int] | None
     groups: list[sampling.Group]
     queries_per_split: dict[str, int]
     per_split: dict[str, int]  # groups (= examples) per split
     num_shards: dict[str, int]
     positive_threshold: int  # datagen.sampling.positive_threshold, `auto` resolved
+
+
+def cross_validation_folds(value: int, cfg: DatagenConfig) -> int:
+    """The checked fold count k of the `cross_validation_folds` property (0: off). The folds
+    are `datagen.split`'s kfold hash, so that split must be kfold with num_folds = k."""
+    if not value:
+        return 0
+    folds.check_folds(value)
+    split_cfg = cfg.split
+    if split_cfg.method != "kfold":
+        raise ValueError(
+            f"{CROSS_VALIDATION_FOLDS}={value} (evaluator.cross_validation.folds) needs "
+            f"datagen.split.method kfold (the folds are its qid hash), got {split_cfg.method!r}"
+        )
+    if split_cfg.num_folds != value:
+        raise ValueError(
+            f"{CROSS_VALIDATION_FOLDS}={value} (evaluator.cross_validation.folds) needs "
+            f"datagen.split.num_folds={value} (the folds are its qid hash), got "
+            f"{split_cfg.num_folds}"
+        )
+    return value
+
+
+def _cross_validation_summary(plan: _Plan, cfg: DatagenConfig) -> dict[str, Any]:
+    """The summary's `cross_validation` entry (none without cross-validation)."""
+    if plan.fold_of is None:
+        return {}
+    num_folds = cfg.split.num_folds
+    per_fold = [0] * num_folds
+    for fold in plan.fold_of.values():
+        per_fold[fold] += 1
+    return {
+        "cross_validation": {
+            "folds": num_folds,
+            "seed": cfg.split.seed,
+            "queries_per_fold": per_fold,
+            "fold_of": dict(sorted(plan.fold_of.items())),
+        }
+    }
 
 
 def _rate(counters: dict[str, int], part: str, whole: str) -> float:

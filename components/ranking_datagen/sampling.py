@@ -14,6 +14,10 @@ sha256(seed, qid), so a query's sample depends on nothing else):
   pointwise (n=1): one document drawn uniformly from positives + candidates.
 Labels are the judged relevance clipped at 0 (unjudged = 0, `judged` = 0).
 Dev/test: every first-stage candidate of the query, one per group, in rank order.
+
+Cross-validation (`make_fold_groups`): every judged query gets both, its training groups in
+`fold<f>_train` and its eval groups in `fold<f>_eval` (rankcore/folds.py), since each fold is
+trained on by some fold branches and ranked by another.
 """
 
 from __future__ import annotations
@@ -21,7 +25,10 @@ from __future__ import annotations
 import hashlib
 import random
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
+
+from rankcore import folds
 
 
 @dataclass(frozen=True)
@@ -80,8 +87,9 @@ def train_groups(
     negatives_per_positive: int,
     positive_threshold: int,
     seed: int,
+    split: str = "train",
 ) -> list[Group]:
-    """Samples training groups for one train query.
+    """Samples training groups for one train query, labelled `split`.
 
     Positives are the judged-relevant documents (also those the first stage missed); negatives
     are first-stage candidates with a lower relevance (unjudged counts as 0), so the model learns
@@ -101,7 +109,7 @@ def train_groups(
     def make(docids: list[str], index: int) -> Group:
         rows = [info(d) for d in docids]
         return Group(
-            split="train",
+            split=split,
             qid=qid,
             docids=tuple(docids),
             labels=tuple(r[0] for r in rows),
@@ -154,15 +162,72 @@ def make_groups(
 
     Returns the groups and the number of queries per split.
     """
+    assigned = (
+        (qid, split_of[qid], split_of[qid] == "train") for qid in sorted(qrels) if qid in split_of
+    )
+    return _sample(
+        assigned,
+        qrels,
+        ranked,
+        mode,
+        samples_per_query,
+        negatives_per_positive,
+        positive_threshold,
+        seed,
+    )
+
+
+def make_fold_groups(
+    fold_of: dict[str, int],
+    qrels: dict[str, dict[str, int]],
+    ranked: dict[str, list[tuple[str, float, int]]],
+    mode: str,
+    samples_per_query: int,
+    negatives_per_positive: int,
+    positive_threshold: int,
+    seed: int,
+) -> tuple[list[Group], Counter[str]]:
+    """Cross-validation: the training groups (split `fold<f>_train`) and then the eval groups
+    (`fold<f>_eval`) of every judged query in fold f = `fold_of[qid]`, in qid order.
+
+    Returns the groups and the number of queries per split (a query counts in both of its
+    fold's splits).
+    """
+    assigned = (
+        (qid, folds.split_name(fold_of[qid], role), role == folds.TRAIN)
+        for qid in sorted(qrels)
+        if qid in fold_of
+        for role in (folds.TRAIN, folds.EVAL)
+    )
+    return _sample(
+        assigned,
+        qrels,
+        ranked,
+        mode,
+        samples_per_query,
+        negatives_per_positive,
+        positive_threshold,
+        seed,
+    )
+
+
+def _sample(
+    assigned: Iterable[tuple[str, str, bool]],
+    qrels: dict[str, dict[str, int]],
+    ranked: dict[str, list[tuple[str, float, int]]],
+    mode: str,
+    samples_per_query: int,
+    negatives_per_positive: int,
+    positive_threshold: int,
+    seed: int,
+) -> tuple[list[Group], Counter[str]]:
+    """The groups of each (qid, split, is_train) in `assigned`, in that order."""
     groups: list[Group] = []
     queries_per_split: Counter[str] = Counter()
-    for qid in sorted(qrels):
-        split = split_of.get(qid)
-        if split is None:
-            continue
+    for qid, split, is_train in assigned:
         queries_per_split[split] += 1
         cands = ranked.get(qid, [])
-        if split == "train":
+        if is_train:
             groups.extend(
                 train_groups(
                     qid,
@@ -173,6 +238,7 @@ def make_groups(
                     negatives_per_positive,
                     positive_threshold,
                     seed,
+                    split,
                 )
             )
         else:

@@ -182,18 +182,24 @@ def make_output_dict(root: Path) -> dict[str, list]:
     return out
 
 
-def run_executor(root: Path, collection: dict, datagen: dict) -> Outputs:
+def run_executor(
+    root: Path, collection: dict, datagen: dict, cross_validation_folds: int = 0
+) -> Outputs:
     """Calls the executor's Do() directly (in-memory Beam), without TFX's launcher: so a
-    failure's cleanup is the executor's own."""
-    from components.ranking_datagen.executor import Executor
+    failure's cleanup is the executor's own. `cross_validation_folds` is set as an exec
+    property only when not 0, as the component does."""
+    from components.ranking_datagen.executor import CROSS_VALIDATION_FOLDS, Executor
 
     output_dict = make_output_dict(root / "out")
     context = Executor.Context(
         beam_pipeline_args=IN_MEMORY, tmp_dir=str(root / "tmp"), unique_id="1"
     )
-    props = {"collection": json.dumps(collection), "datagen": json.dumps(datagen)}
+    props: dict[str, Any] = {"collection": json.dumps(collection), "datagen": json.dumps(datagen)}
+    if cross_validation_folds:
+        props[CROSS_VALIDATION_FOLDS] = cross_validation_folds
     Executor(context).Do({}, output_dict, props)
-    return Outputs({k: v[0].uri for k, v in output_dict.items()})
+    examples = output_dict["examples"][0]
+    return Outputs({k: v[0].uri for k, v in output_dict.items()}, examples.split_names)
 
 
 def leftover_files(root: Path) -> list[str]:

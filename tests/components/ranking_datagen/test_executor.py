@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -39,6 +40,7 @@ from components.ranking_datagen import beam_transforms, splits, tokenization
 from components.ranking_datagen.readers import BadRecordError
 from components.ranking_datagen.splits import kfold_split
 from pipelines.config import CONFIG_DIR
+from rankcore import folds
 
 REPO = Path(__file__).resolve().parents[3]
 SCHEMA = REPO / "schemas" / "ranking_examples" / "schema.pbtxt"
@@ -106,9 +108,10 @@ def doc_tokens(outputs: Outputs) -> dict[str, list[int]]:
     return tokens
 
 
-def check_schema(outputs: Outputs) -> int:
-    """Checks every example against schema.pbtxt (types, value counts, domains) and parses
-    them with the feature spec derived from it. Returns the number of examples checked."""
+def check_schema(outputs: Outputs, split_names: Sequence[str] = SPLITS) -> int:
+    """Checks every example of `split_names` against schema.pbtxt (types, value counts,
+    domains) and parses them with the feature spec derived from it. Returns the number of
+    examples checked."""
     from google.protobuf import text_format
 
     schema = text_format.Parse(SCHEMA.read_text(), schema_pb2.Schema())
@@ -120,7 +123,7 @@ def check_schema(outputs: Outputs) -> int:
     spec = schema_utils.schema_as_feature_spec(schema).feature_spec
     assert sorted(spec) == sorted(f.name for f in schema.feature)
     checked = 0
-    for split in SPLITS:
+    for split in split_names:
         serialized = []
         for ex in outputs.examples(split):
             assert sorted(ex.features.feature) == sorted(spec)
@@ -912,3 +915,178 @@ def test_shipped_recipe_on_a_binary_beir_collection(
     assert summary["positive_threshold"] == 1
     assert summary["examples_per_split"]["train"] > 0
     assert len(out.examples("train")) == summary["examples_per_split"]["train"]
+
+
+# ------------------------------------------------------------------------------------------
+# Cross-validation folds (issue 17): the tiny collection through the executor, k = 5
+# ------------------------------------------------------------------------------------------
+
+CV_FOLDS = 5
+
+
+def _cv_split(num_folds: int = CV_FOLDS, seed: int = 0, **keys: object) -> dict:
+    return {"method": "kfold", "num_folds": num_folds, "seed": seed, **keys}
+
+
+def _cv_seed(qids: list[str], used: bool) -> int:
+    """The first kfold seed whose hash leaves no fold of the tiny collection empty (`used`), or
+    leaves some fold empty (not `used`)."""
+    return next(
+        seed
+        for seed in range(100)
+        if (len({splits.fold_of(q, CV_FOLDS, seed) for q in qids}) == CV_FOLDS) == used
+    )
+
+
+@pytest.fixture(scope="module")
+def tiny_cv(tmp_path_factory: pytest.TempPathFactory) -> tuple[Tiny, Outputs, int]:
+    tiny = Tiny.make()
+    seed = _cv_seed(sorted(tiny.queries), used=True)
+    paths = tiny.write_tsv(tmp_path_factory.mktemp("tiny-cv-data"))
+    configs = tiny_configs(paths, split=_cv_split(seed=seed))
+    out = run_executor(tmp_path_factory.mktemp("tiny-cv"), *configs, cross_validation_folds=5)
+    return tiny, out, seed
+
+
+def _qids(out: Outputs, split: str) -> list[str]:
+    return [feature(e, "qid")[0] for e in out.examples(split)]
+
+
+def test_cross_validation_eval_splits_partition_the_judged_queries(tiny_cv) -> None:
+    tiny, out, seed = tiny_cv
+    names = folds.split_names(CV_FOLDS)
+    assert json.loads(out.split_names) == names
+    assert sorted(p.name for p in Path(out.uris["examples"]).iterdir()) == sorted(
+        f"Split-{n}" for n in names
+    )
+    judged = {q for q, _, _ in tiny.qrels}
+    with_candidates = judged & {cols[0] for cols in out.run_lines()}
+    assert with_candidates == judged  # BM25 finds something for every tiny query
+    fold_of = {q: splits.fold_of(q, CV_FOLDS, seed) for q in sorted(judged)}
+    seen: dict[str, int] = {}
+    for fold in range(CV_FOLDS):
+        qids = set(_qids(out, folds.split_name(fold, folds.EVAL)))
+        assert qids and not qids & set(seen)  # each query in exactly one eval split ...
+        seen.update(dict.fromkeys(qids, fold))
+    assert seen == fold_of  # ... the fold its qid hashes to, every judged query in one
+    summary = out.summary
+    assert summary["cross_validation"] == {
+        "folds": CV_FOLDS,
+        "seed": seed,
+        "queries_per_fold": [sum(f == fold for f in fold_of.values()) for fold in range(5)],
+        "fold_of": fold_of,
+    }
+    assert list(summary["cross_validation"]["fold_of"]) == sorted(judged)
+    # Folds line up with the kfold split: dev_fold -> dev, test_fold -> test.
+    for qid, fold in fold_of.items():
+        assert kfold_split(qid, CV_FOLDS, 0, 1, seed) == {0: "dev", 1: "test"}.get(fold, "train")
+    assert list(summary["queries_per_split"]) == names
+    assert list(summary["examples_per_split"]) == names
+    assert list(summary["shards_per_split"]) == names
+    assert summary["judged_queries_without_split"] == 0
+    for name in names:
+        role_qids = [q for q, f in fold_of.items() if name.startswith(f"fold{f}_")]
+        assert summary["queries_per_split"][name] == len(role_qids)
+        assert summary["examples_per_split"][name] == len(out.examples(name)) > 0
+        assert summary["beam_counters"][f"examples_{name}"] == len(out.examples(name))
+    assert check_schema(out, names) == sum(summary["examples_per_split"].values())
+
+
+def test_cross_validation_train_splits_hold_their_folds_queries(tiny_cv) -> None:
+    tiny, out, seed = tiny_cv
+    qrels = {(q, d): r for q, d, r in tiny.qrels}
+    run = {(cols[0], cols[2]): int(cols[3]) for cols in out.run_lines()}
+    for fold in range(CV_FOLDS):
+        train = out.examples(folds.split_name(fold, folds.TRAIN))
+        qids = Counter(feature(e, "qid")[0] for e in train)
+        assert qids and all(splits.fold_of(q, CV_FOLDS, seed) == fold for q in qids)
+        assert max(qids.values()) <= 4  # samples_per_query
+        for ex in train:  # pairwise: a positive (>= 1) and a lower-judged candidate
+            qid, (pos, neg) = feature(ex, "qid")[0], feature(ex, "docids")
+            assert qrels[(qid, pos)] >= 1 and qrels.get((qid, neg), 0) < qrels[(qid, pos)]
+            assert (qid, neg) in run
+        # The eval split of the same fold: every candidate of its queries, in rank order.
+        for qid, examples in examples_by_qid(out, folds.split_name(fold, folds.EVAL)).items():
+            rows = eval_rows(examples)
+            assert [(qid, r[1]) for r in rows] == sorted(
+                ((q, d) for q, d in run if q == qid), key=lambda k: run[k]
+            )
+            assert [r[3] for r in rows] == [qrels.get((qid, r[1]), 0) for r in rows]
+
+
+@pytest.mark.parametrize(
+    "split, folds_given, message",
+    [
+        (
+            _cv_split(num_folds=4),
+            5,
+            "cross_validation_folds=5 (evaluator.cross_validation.folds) needs "
+            "datagen.split.num_folds=5 (the folds are its qid hash), got 4",
+        ),
+        (
+            None,  # tiny_configs' explicit lists
+            5,
+            "cross_validation_folds=5 (evaluator.cross_validation.folds) needs "
+            "datagen.split.method kfold (the folds are its qid hash), got 'explicit'",
+        ),
+        (
+            _cv_split(num_folds=11, dev_fold=0, test_fold=1),
+            11,
+            "cross-validation needs 3 to 10 folds (one tests, one validates, at least one "
+            "trains), got 11",
+        ),
+    ],
+    ids=["num-folds", "explicit", "too-many"],
+)
+def test_cross_validation_config_mismatch_fails_naming_both_keys(
+    split: dict | None, folds_given: int, message: str, tmp_path: Path
+) -> None:
+    from components.ranking_datagen.component import RankingDataGen
+
+    paths = Tiny.make().write_tsv(tmp_path / "data")
+    collection, datagen = tiny_configs(paths, split=split)
+    with pytest.raises(ValueError) as err:
+        run_executor(tmp_path / "run", collection, datagen, cross_validation_folds=folds_given)
+    assert str(err.value) == message
+    assert leftover_files(tmp_path / "run") == []
+    with pytest.raises(ValueError) as err:  # already when the pipeline is built
+        RankingDataGen(collection, datagen, cross_validation_folds=folds_given)
+    assert str(err.value) == message
+
+
+def test_cross_validation_property_is_set_only_when_on(tmp_path: Path) -> None:
+    from components.ranking_datagen.component import RankingDataGen
+
+    paths = Tiny.make().write_tsv(tmp_path / "data")
+    collection, datagen = tiny_configs(paths, split=_cv_split())
+    assert "cross_validation_folds" not in RankingDataGen(collection, datagen).exec_properties
+    on = RankingDataGen(collection, datagen, cross_validation_folds=CV_FOLDS)
+    assert on.exec_properties["cross_validation_folds"] == CV_FOLDS
+
+
+def test_cross_validation_empty_fold_fails_naming_the_fold(tmp_path: Path) -> None:
+    tiny = Tiny.make()
+    seed = _cv_seed(sorted(tiny.queries), used=False)
+    empty = min(set(range(CV_FOLDS)) - {splits.fold_of(q, CV_FOLDS, seed) for q in tiny.queries})
+    paths = tiny.write_tsv(tmp_path / "data")
+    configs = tiny_configs(paths, split=_cv_split(seed=seed))
+    with pytest.raises(BadRecordError) as err:
+        run_executor(tmp_path / "run", *configs, cross_validation_folds=CV_FOLDS)
+    assert str(err.value) == (
+        f"{paths['qrels']}:0: split 'fold{empty}_train' is empty: none of the 9 judged queries "
+        f"hashes to fold {empty} (datagen.split num_folds={CV_FOLDS} seed={seed})"
+    )
+    assert leftover_files(tmp_path / "run") == []
+
+
+def test_cross_validation_threshold_counts_every_judged_query(tmp_path: Path) -> None:
+    """Every query trains in some fold: the threshold is checked against all 9 queries' grades
+    (the explicit train list alone has 5)."""
+    paths = Tiny.make().write_tsv(tmp_path / "data")
+    configs = tiny_configs(paths, split=_cv_split(), sampling={"positive_threshold": 3})
+    with pytest.raises(ValueError) as err:
+        run_executor(tmp_path / "run", *configs, cross_validation_folds=CV_FOLDS)
+    assert str(err.value) == (
+        "datagen.sampling.positive_threshold: 3 leaves the train split without a positive: the "
+        "train queries' judgments have grades 0 (18x), 1 (9x), 2 (9x); use 1 or auto"
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 
 import pytest
@@ -107,6 +108,36 @@ def test_make_groups_assigns_splits_and_skips_unassigned_queries() -> None:
     assert {g.qid for g in groups if g.split == "dev"} == {"b"}
     assert "z" not in {g.qid for g in groups}
     # Groups come in (qid, index) order, and keys are unique across splits.
+    assert [g.qid for g in groups] == sorted(g.qid for g in groups)
+    assert len({g.key for g in groups}) == len(groups)
+
+
+def test_make_fold_groups_gives_every_query_its_folds_train_and_eval_groups() -> None:
+    """Cross-validation: each query's training sample (the one make_groups draws for it as a
+    train query) under fold<f>_train, and all its candidates under fold<f>_eval."""
+    qrels = {"a": QRELS, "b": QRELS, "c": {"c1": 1}, "z": QRELS}
+    ranked = {q: CANDS for q in qrels}
+    fold_of = {"a": 0, "b": 2, "c": 0}  # "z" has no fold
+    groups, per_split = sampling.make_fold_groups(fold_of, qrels, ranked, "pairwise", 5, 1, 2, 0)
+    # "c" has no positive at threshold 2: counted in both of its splits, no train group.
+    assert per_split == {"fold0_train": 2, "fold0_eval": 2, "fold2_train": 1, "fold2_eval": 1}
+    assert Counter(g.split for g in groups) == {
+        "fold0_train": 5,
+        "fold0_eval": 16,
+        "fold2_train": 5,
+        "fold2_eval": 8,
+    }
+    for qid in ("a", "b"):
+        split = f"fold{fold_of[qid]}_train"
+        train = [g for g in groups if g.qid == qid and g.split == split]
+        expected, _ = make_groups({qid: "train"}, qrels, ranked, "pairwise", 5, 1, 2, 0)
+        assert [dataclasses.replace(g, split="train") for g in train] == expected
+        split = f"fold{fold_of[qid]}_eval"
+        assert [g for g in groups if g.qid == qid and g.split == split] == eval_groups(
+            split, qid, CANDS, QRELS
+        )
+    assert "z" not in {g.qid for g in groups}
+    # Qid order (train groups before eval groups), and keys unique across the splits.
     assert [g.qid for g in groups] == sorted(g.qid for g in groups)
     assert len({g.key for g in groups}) == len(groups)
 
