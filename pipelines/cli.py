@@ -65,12 +65,14 @@ def run_summary(config) -> str:
         fusion = metrics.get("fusion")
         columns = [("first stage", "first_stage")]
         if fusion and "reranker" in agg:
-            columns += [("reranker", "reranker"), (f"fused a={fusion['alpha']:.2f}", "candidate")]
+            # With cross-validation each fold's model has its own alpha.
+            alpha = "per fold" if "alphas" in fusion else f"a={fusion['alpha']:.2f}"
+            columns += [("reranker", "reranker"), (f"fused {alpha}", "candidate")]
         else:
             columns.append(("reranker", "candidate"))
-        lines.append(f"  {'measure':<14}" + "".join(f"{title:>14}" for title, _ in columns))
+        lines.append(f"  {'measure':<14}" + "".join(f"{title:>16}" for title, _ in columns))
         for m in dict.fromkeys(shown):
-            lines.append(f"  {m:<14}" + "".join(f"{agg[s][m]:>14.4f}" for _, s in columns))
+            lines.append(f"  {m:<14}" + "".join(f"{agg[s][m]:>16.4f}" for _, s in columns))
         lines += [f"  not blessed: {r}" for r in metrics["reasons"]]
         lines.append(f"Report: {os.path.join(evaluation.uri, 'report.md')}")
     if pushed is not None and pushed.custom_properties["pushed"].int_value == 1:

@@ -59,6 +59,12 @@ def test_the_component_table_is_read_without_tfx() -> None:
     assert len(titles) == len(set(titles)) == len(component_table.ARTIFACT_TYPES)
 
 
+def _splits(trainer, key: str) -> list[str]:
+    """The splits of a Trainer's TrainArgs / EvalArgs exec property (JSON of the proto)."""
+    value = trainer.exec_properties[key]
+    return list(json.loads(value)["splits"] if isinstance(value, str) else value.splits)
+
+
 def test_cross_validation_fans_out_one_trainer_per_fold(shared_data: Path) -> None:
     """evaluator.cross_validation.folds k: k fold Trainers beside the pushed one; fold branch i
     never reads fold i (no query's judgments reach the model that ranks it), picks its alpha on
@@ -74,8 +80,8 @@ def test_cross_validation_fans_out_one_trainer_per_fold(shared_data: Path) -> No
     evaluator = by_id["RankingEvaluator"]
     for i in range(k):
         trainer = by_id[folds.node_id("Trainer", i)]
-        train = list(trainer.exec_properties["train_args"].splits)
-        dev = list(trainer.exec_properties["eval_args"].splits)
+        train = _splits(trainer, "train_args")
+        dev = _splits(trainer, "eval_args")
         dev_fold = (i + 1) % k
         assert dev == [f"fold{dev_fold}_eval"]
         assert sorted(train) == sorted(f"fold{f}_train" for f in range(k) if f not in (i, dev_fold))
@@ -88,14 +94,14 @@ def test_cross_validation_fans_out_one_trainer_per_fold(shared_data: Path) -> No
     # The pushed model: every fold but datagen.split.dev_fold trains, the dev fold validates.
     final = by_id["Trainer"]
     dev_fold = config.datagen.split.dev_fold
-    assert list(final.exec_properties["eval_args"].splits) == [f"fold{dev_fold}_eval"]
-    assert len(final.exec_properties["train_args"].splits) == k - 1
+    assert _splits(final, "eval_args") == [f"fold{dev_fold}_eval"]
+    assert len(_splits(final, "train_args")) == k - 1
     assert evaluator.inputs["model"].producer_component_id == "Trainer"
     assert by_id["Pusher"].inputs["model"].producer_component_id == "Trainer"
     # Without cross-validation: one Trainer on train/dev, no fold inputs.
     plain = {c.id: c for c in create_components(load_config("cranfield-knrm"))}
     assert [i for i in plain if i.startswith("Trainer")] == ["Trainer"]
-    assert list(plain["Trainer"].exec_properties["train_args"].splits) == ["train"]
+    assert _splits(plain["Trainer"], "train_args") == ["train"]
     assert not any(key.startswith("fold_model") for key in plain["RankingEvaluator"].inputs)
 
 

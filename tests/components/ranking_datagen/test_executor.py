@@ -910,11 +910,14 @@ def test_shipped_recipe_on_a_binary_beir_collection(
     data["collection"].update(binary_beir)
     path = tmp_path / "binary.yaml"
     path.write_text(yaml.safe_dump(data))
-    out = run_executor(tmp_path / "run", *named_config(str(path)))
+    folds = data["evaluator"]["cross_validation"]["folds"]  # the shipped shape: 5 folds
+    out = run_executor(tmp_path / "run", *named_config(str(path)), cross_validation_folds=folds)
     summary = out.summary
     assert summary["positive_threshold"] == 1
-    assert summary["examples_per_split"]["train"] > 0
-    assert len(out.examples("train")) == summary["examples_per_split"]["train"]
+    for fold in range(folds):
+        train = f"fold{fold}_train"
+        assert summary["examples_per_split"][train] > 0
+        assert len(out.examples(train)) == summary["examples_per_split"][train]
 
 
 # ------------------------------------------------------------------------------------------

@@ -16,7 +16,8 @@ from demo_pipeline import _run_pipeline, _snapshot
 
 from rankcore import folds
 from rankcore.fusion import read_fusion
-from rankcore.metrics import read_run
+from rankcore.metrics import read_qrels, read_run
+from trainer_module.validation import validation_metric
 
 K = 3
 PIPELINE_NAME = "cv-test"
@@ -62,7 +63,8 @@ def test_every_judged_query_is_ranked_once_by_the_model_that_never_saw_it(cv_run
     models = [f["model"] for f in cv["per_fold"]]
     assert len(set(models)) == K
     assert all(f"Trainer_fold{i}" in m for i, m in enumerate(models))
-    assert all(run.model.uri not in m for m in models)
+    assert all(metrics["model"] not in m for m in models)  # the pushed model (Trainer)
+    assert "/Trainer/" in metrics["model"]
     # Blessed (or not) on all queries, with significance over all of them.
     assert metrics["comparisons"]["first_stage"][metrics["main_metric"]]["wins"] + metrics[
         "comparisons"
@@ -72,19 +74,29 @@ def test_every_judged_query_is_ranked_once_by_the_model_that_never_saw_it(cv_run
 
 
 def test_each_fold_alpha_was_tuned_on_the_next_fold_only(cv_run) -> None:
-    """Fold branch i's dev figure of the first stage is the first stage's mean over fold i+1's
-    queries exactly (the Trainer's validation metric is the evaluator's main metric here), so
-    its alpha was chosen on those queries and on no other."""
-    run, _ = cv_run
-    main = run.metrics["main_metric"]
-    per_fold = run.metrics["cross_validation"]["per_fold"]
-    for f in per_fold:
+    """Fold branch i's dev figure of the first stage is the first stage's figure over fold
+    i+1's queries exactly (as the Trainer computes it: judgments of the candidates, which its
+    examples carry), and differs from its own test fold's: its alpha was chosen on fold i+1."""
+    run, outputs = cv_run
+    fold_of = _datagen_summary(outputs)["cross_validation"]["fold_of"]
+    first_stage = read_run(os.path.join(run.evaluation.uri, "first_stage.run"))
+    (qrels_file,) = (outputs / "pipelines" / PIPELINE_NAME / "RankingDataGen" / "qrels").glob(
+        "*/qrels.txt"
+    )
+    qrels = read_qrels(str(qrels_file))
+
+    def first_stage_on(fold: int) -> float:
+        qids = [q for q in fold_of if fold_of[q] == fold]
+        judged = {q: {d: g for d, g in qrels[q].items() if d in first_stage[q]} for q in qids}
+        return validation_metric(judged, {q: first_stage[q] for q in qids}, "ndcg_cut_10", 1)
+
+    for f in run.metrics["cross_validation"]["per_fold"]:
         fusion = read_fusion(f["model"])
         assert fusion is not None and fusion["alpha"] == f["alpha"]
-        dev = per_fold[(f["fold"] + 1) % K]
-        assert fusion["dev_first_stage"] == pytest.approx(dev[main]["first_stage"], abs=1e-6)
-        # ... and not on its own test fold (the two differ on this collection).
-        assert fusion["dev_first_stage"] != pytest.approx(f[main]["first_stage"], abs=1e-6)
+        assert fusion["metric"] == "ndcg_cut_10"
+        dev_fold = (f["fold"] + 1) % K
+        assert fusion["dev_first_stage"] == pytest.approx(first_stage_on(dev_fold), abs=1e-9)
+        assert fusion["dev_first_stage"] != pytest.approx(first_stage_on(f["fold"]), abs=1e-6)
 
 
 def test_reports_and_model_card_say_it_is_cross_validated(cv_run) -> None:
