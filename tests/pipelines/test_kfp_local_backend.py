@@ -413,3 +413,34 @@ def test_model_pushed_then_used_as_the_baseline(runs: dict) -> None:
         first["aggregate"]["candidate"], abs=1e-6
     )
     assert "baseline" in second["comparisons"]
+
+
+@pytest.mark.e2e
+def test_cross_validation_runs_on_the_backend_with_parallel_fold_trainers(
+    tmp_path: Path,
+) -> None:
+    """Issue 17: the compiled 3-fold pipeline runs on KFP v2: the fold Trainers are tasks of
+    their own that the backend starts together, and the evaluator ranks every judged query."""
+    import kfp_testing
+
+    overrides = [
+        "runner.pipeline_name=rankpipe-kfp-cv",
+        f"runner.pipeline_root={kfp_testing.PIPELINE_ROOT}",
+        f"pusher.destination={tmp_path / 'serving'}",
+        "evaluator.cross_validation.folds=3",
+        "datagen.split.num_folds=3",
+    ]
+    config = kfp_testing.demo_config(tmp_path / "outputs", overrides)
+    spec_file = kfp_testing.compile_for_local_backend(config, tmp_path / "pipeline.yaml")
+    backend = LocalKfpBackend(tmp_path / "backend", timeout=900)
+    result = backend.run(spec_file)
+    folds = {f"Trainer_fold{i}" for i in range(3)}
+    assert set(result.tasks) == COMPONENTS | folds
+    assert all(task.returncode == 0 for task in result.tasks.values())
+    # The fold branches overlapped in time: none waited for another.
+    tasks = [result.tasks[t] for t in sorted(folds | {"Trainer"})]
+    assert max(t.started for t in tasks) < min(t.started + t.seconds for t in tasks)
+    metrics = _metrics(backend, result)
+    per_fold = metrics["cross_validation"]["per_fold"]
+    assert [f["fold"] for f in per_fold] == [0, 1, 2]
+    assert sum(f["queries"] for f in per_fold) == metrics["num_queries"]
