@@ -18,7 +18,11 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from components.ranking_datagen.config import CollectionConfig, DatagenConfig
+from components.ranking_datagen.config import (
+    CollectionConfig,
+    DatagenConfig,
+    cross_validation_folds,
+)
 from components.ranking_evaluator.config import EvaluatorConfig
 from components.ranking_pusher.config import PusherConfig
 from pipelines.cpus import available_cpus
@@ -270,26 +274,12 @@ def load_config(
 
 def check_cross_validation(config: PipelineConfig) -> None:
     """With `evaluator.cross_validation.folds` k, the folds are datagen.split's kfold hash with
-    k folds: another split method or fold count is a contradiction, refused naming both keys."""
-    k, split = config.evaluator.cross_validation.folds, config.datagen.split
-    if not k:
-        return
-    where = f"{config.source}: evaluator.cross_validation.folds: {k}"
-    if split.method != "kfold":
-        raise ConfigError(
-            f"{where} needs datagen.split.method: kfold (it is {split.method!r}): every judged "
-            "query is tested in its fold, so there are no fixed train/dev/test lists"
-        )
-    if split.num_folds != k:
-        raise ConfigError(
-            f"{where} needs datagen.split.num_folds: {k} (it is {split.num_folds}): the folds "
-            "are datagen.split's kfold assignment; set both to the same value"
-        )
-    if not 0 <= split.dev_fold < k:
-        raise ConfigError(
-            f"{where}: datagen.split.dev_fold {split.dev_fold} is not a fold (0 to {k - 1}); "
-            "it is the fold the pushed model validates on"
-        )
+    k folds: another split method or fold count is a contradiction, refused naming both keys
+    (by RankingDataGen's own check, which its executor applies again)."""
+    try:
+        cross_validation_folds(config.evaluator.cross_validation.folds, config.datagen.split)
+    except ValueError as e:
+        raise ConfigError(f"{config.source}: {e}") from None
 
 
 def _expand_paths(config: PipelineConfig, source: str) -> None:

@@ -9,7 +9,7 @@ from tfx.dsl.components.base import base_beam_component, executor_spec
 from tfx.types import component_spec, standard_artifacts
 
 from components import artifacts
-from components.ranking_datagen import executor
+from components.ranking_datagen import config, executor
 from components.ranking_datagen.config import DatagenConfig
 
 
@@ -20,7 +20,7 @@ class RankingDataGenSpec(types.ComponentSpec):
         "datagen": component_spec.ExecutionParameter(type=str),
         # k > 0: k-fold cross-validation splits fold<f>_train / fold<f>_eval instead of
         # train/dev/test (rankcore/folds.py); absent or 0: off.
-        executor.CROSS_VALIDATION_FOLDS: component_spec.ExecutionParameter(type=int, optional=True),
+        config.CROSS_VALIDATION_FOLDS: component_spec.ExecutionParameter(type=int, optional=True),
     }
     INPUTS = {}
     OUTPUTS = {
@@ -49,10 +49,10 @@ class RankingDataGen(base_beam_component.BaseBeamComponent):
         # a fold count the datagen split cannot give fails here, when the pipeline is built.
         cv = {}
         if cross_validation_folds:
-            executor.cross_validation_folds(
-                cross_validation_folds, DatagenConfig.from_dict(datagen)
+            config.cross_validation_folds(
+                cross_validation_folds, DatagenConfig.from_dict(datagen).split
             )
-            cv = {executor.CROSS_VALIDATION_FOLDS: cross_validation_folds}
+            cv = {config.CROSS_VALIDATION_FOLDS: cross_validation_folds}
         super().__init__(
             spec=RankingDataGenSpec(
                 **cv,

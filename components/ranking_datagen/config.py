@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from components.ranking_datagen.readers import READERS
-from rankcore import config_loader
+from rankcore import config_loader, folds
 
 DOC_FORMATS = tuple(READERS["documents"])
 QUERY_FORMATS = tuple(READERS["queries"])
@@ -104,6 +104,32 @@ class SplitConfig:
                 raise ValueError("dev_fold and test_fold must differ")
         elif not (self.train_qids and self.dev_qids and self.test_qids):
             raise ValueError("method explicit needs train_qids, dev_qids and test_qids files")
+
+
+# RankingDataGen's optional exec property turning on k-fold cross-validation splits (0 or
+# absent: off); the pipeline sets it from evaluator.cross_validation.folds.
+CROSS_VALIDATION_FOLDS = "cross_validation_folds"
+
+
+def cross_validation_folds(value: int, split_cfg: SplitConfig) -> int:
+    """The checked fold count k of the `cross_validation_folds` property (0: off), which is
+    `evaluator.cross_validation.folds` (pipelines/config.py checks it with this too). The folds
+    are `datagen.split`'s kfold hash, so that split must be kfold with num_folds = k."""
+    if not value:
+        return 0
+    folds.check_folds(value)
+    if split_cfg.method != "kfold":
+        raise ValueError(
+            f"{CROSS_VALIDATION_FOLDS}={value} (evaluator.cross_validation.folds) needs "
+            f"datagen.split.method kfold (the folds are its qid hash), got {split_cfg.method!r}"
+        )
+    if split_cfg.num_folds != value:
+        raise ValueError(
+            f"{CROSS_VALIDATION_FOLDS}={value} (evaluator.cross_validation.folds) needs "
+            f"datagen.split.num_folds={value} (the folds are its qid hash), got "
+            f"{split_cfg.num_folds}"
+        )
+    return value
 
 
 @dataclass

@@ -48,13 +48,16 @@ from components.ranking_datagen import (
     tokenization,
 )
 from components.ranking_datagen import collection as collection_io
-from components.ranking_datagen.config import CollectionConfig, DatagenConfig
+from components.ranking_datagen.config import (
+    CROSS_VALIDATION_FOLDS,
+    CollectionConfig,
+    DatagenConfig,
+    cross_validation_folds,
+)
 from components.ranking_datagen.readers import BadRecord
 from rankcore import folds
 
 EXAMPLES_PER_SHARD = 20_000
-# The optional exec property turning on k-fold cross-validation splits (0 or absent: off).
-CROSS_VALIDATION_FOLDS = "cross_validation_folds"
 OUTPUT_KEYS = ("examples", "transform_graph", "vocabulary", "qrels", "first_stage_run", "summary")
 
 
@@ -87,7 +90,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         timings: dict[str, float] = {}
         coll = CollectionConfig.from_dict(json.loads(props["collection"]))
         cfg = DatagenConfig.from_dict(json.loads(props["datagen"]))
-        num_folds = cross_validation_folds(props.get(CROSS_VALIDATION_FOLDS) or 0, cfg)
+        num_folds = cross_validation_folds(props.get(CROSS_VALIDATION_FOLDS) or 0, cfg.split)
         report = collection_io.BadRecordReport(cfg.on_bad_record)
         stage = {name: os.path.join(work_dir, "stage", name) for name in OUTPUT_KEYS}
         for path in stage.values():
@@ -401,27 +404,6 @@ class _Plan(NamedTuple):
     per_split: dict[str, int]  # groups (= examples) per split
     num_shards: dict[str, int]
     positive_threshold: int  # datagen.sampling.positive_threshold, `auto` resolved
-
-
-def cross_validation_folds(value: int, cfg: DatagenConfig) -> int:
-    """The checked fold count k of the `cross_validation_folds` property (0: off). The folds
-    are `datagen.split`'s kfold hash, so that split must be kfold with num_folds = k."""
-    if not value:
-        return 0
-    folds.check_folds(value)
-    split_cfg = cfg.split
-    if split_cfg.method != "kfold":
-        raise ValueError(
-            f"{CROSS_VALIDATION_FOLDS}={value} (evaluator.cross_validation.folds) needs "
-            f"datagen.split.method kfold (the folds are its qid hash), got {split_cfg.method!r}"
-        )
-    if split_cfg.num_folds != value:
-        raise ValueError(
-            f"{CROSS_VALIDATION_FOLDS}={value} (evaluator.cross_validation.folds) needs "
-            f"datagen.split.num_folds={value} (the folds are its qid hash), got "
-            f"{split_cfg.num_folds}"
-        )
-    return value
 
 
 def _cross_validation_summary(plan: _Plan, cfg: DatagenConfig) -> dict[str, Any]:

@@ -188,7 +188,8 @@ def run_executor(
     """Calls the executor's Do() directly (in-memory Beam), without TFX's launcher: so a
     failure's cleanup is the executor's own. `cross_validation_folds` is set as an exec
     property only when not 0, as the component does."""
-    from components.ranking_datagen.executor import CROSS_VALIDATION_FOLDS, Executor
+    from components.ranking_datagen.config import CROSS_VALIDATION_FOLDS
+    from components.ranking_datagen.executor import Executor
 
     output_dict = make_output_dict(root / "out")
     context = Executor.Context(
