@@ -281,13 +281,10 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         except sampling.ThresholdError as e:
             raise ValueError(f"datagen.sampling.positive_threshold: {e}") from None
         logging.info("Positive threshold: %d (configured: %s)", threshold, s.positive_threshold)
-        make_groups, assignment = (
-            (sampling.make_fold_groups, fold_of)
+        groups, queries_per_split = sampling.make_groups(
+            sampling.by_fold(fold_of, qrels)
             if fold_of is not None
-            else (sampling.make_groups, split_of)
-        )
-        groups, queries_per_split = make_groups(
-            assignment,
+            else sampling.by_split(split_of, qrels),
             qrels,
             ranked,
             s.mode,

@@ -15,7 +15,7 @@ sha256(seed, qid), so a query's sample depends on nothing else):
 Labels are the judged relevance clipped at 0 (unjudged = 0, `judged` = 0).
 Dev/test: every first-stage candidate of the query, one per group, in rank order.
 
-Cross-validation (`make_fold_groups`): every judged query gets both, its training groups in
+Cross-validation (`by_fold`): every judged query gets both, its training groups in
 `fold<f>_train` and its eval groups in `fold<f>_eval` (rankcore/folds.py), since each fold is
 trained on by some fold branches and ranked by another.
 """
@@ -148,71 +148,27 @@ def train_groups(
     return groups
 
 
-def make_groups(
-    split_of: dict[str, str],
-    qrels: dict[str, dict[str, int]],
-    ranked: dict[str, list[tuple[str, float, int]]],
-    mode: str,
-    samples_per_query: int,
-    negatives_per_positive: int,
-    positive_threshold: int,
-    seed: int,
-) -> tuple[list[Group], Counter[str]]:
-    """All groups of all judged queries that have a split, in (qid, index) order.
-
-    Returns the groups and the number of queries per split.
-    """
-    assigned = (
-        (qid, split_of[qid], split_of[qid] == "train") for qid in sorted(qrels) if qid in split_of
-    )
-    return _sample(
-        assigned,
-        qrels,
-        ranked,
-        mode,
-        samples_per_query,
-        negatives_per_positive,
-        positive_threshold,
-        seed,
-    )
+Assigned = Iterable[tuple[str, str, bool]]  # (qid, split, whether its groups are train groups)
 
 
-def make_fold_groups(
-    fold_of: dict[str, int],
-    qrels: dict[str, dict[str, int]],
-    ranked: dict[str, list[tuple[str, float, int]]],
-    mode: str,
-    samples_per_query: int,
-    negatives_per_positive: int,
-    positive_threshold: int,
-    seed: int,
-) -> tuple[list[Group], Counter[str]]:
-    """Cross-validation: the training groups (split `fold<f>_train`) and then the eval groups
-    (`fold<f>_eval`) of every judged query in fold f = `fold_of[qid]`, in qid order.
+def by_split(split_of: dict[str, str], qrels: dict[str, dict[str, int]]) -> Assigned:
+    """Every judged query that has a split, in qid order: train groups for "train"."""
+    return [(q, split_of[q], split_of[q] == "train") for q in sorted(qrels) if q in split_of]
 
-    Returns the groups and the number of queries per split (a query counts in both of its
-    fold's splits).
-    """
-    assigned = (
-        (qid, folds.split_name(fold_of[qid], role), role == folds.TRAIN)
-        for qid in sorted(qrels)
-        if qid in fold_of
+
+def by_fold(fold_of: dict[str, int], qrels: dict[str, dict[str, int]]) -> Assigned:
+    """Cross-validation: every judged query in fold f = `fold_of[qid]`, in qid order, twice:
+    its training groups under `fold<f>_train`, then its eval groups under `fold<f>_eval`."""
+    return [
+        (q, folds.split_name(fold_of[q], role), role == folds.TRAIN)
+        for q in sorted(qrels)
+        if q in fold_of
         for role in (folds.TRAIN, folds.EVAL)
-    )
-    return _sample(
-        assigned,
-        qrels,
-        ranked,
-        mode,
-        samples_per_query,
-        negatives_per_positive,
-        positive_threshold,
-        seed,
-    )
+    ]
 
 
-def _sample(
-    assigned: Iterable[tuple[str, str, bool]],
+def make_groups(
+    assigned: Assigned,
     qrels: dict[str, dict[str, int]],
     ranked: dict[str, list[tuple[str, float, int]]],
     mode: str,
@@ -221,7 +177,8 @@ def _sample(
     positive_threshold: int,
     seed: int,
 ) -> tuple[list[Group], Counter[str]]:
-    """The groups of each (qid, split, is_train) in `assigned`, in that order."""
+    """The groups of each (qid, split, is_train) of `assigned` (`by_split` or `by_fold`), in
+    that order, and the number of queries per split (a query counts in each of its splits)."""
     groups: list[Group] = []
     queries_per_split: Counter[str] = Counter()
     for qid, split, is_train in assigned:

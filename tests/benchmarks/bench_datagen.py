@@ -213,7 +213,7 @@ def run_reference(collection: dict, datagen: dict, out_dir: Path) -> dict:
     }
     smp = datagen["sampling"]
     groups, _ = sampling.make_groups(
-        split_of, qrels, ranked, smp["mode"], smp["samples_per_query"],
+        sampling.by_split(split_of, qrels), qrels, ranked, smp["mode"], smp["samples_per_query"],
         smp["negatives_per_positive"], smp["positive_threshold"], smp["seed"],
     )  # fmt: skip
     keys = sorted({"d:" + d for g in groups for d in g.docids} | {"q:" + g.qid for g in groups})

@@ -8,7 +8,14 @@ from collections import Counter
 import pytest
 
 from components.ranking_datagen import sampling
-from components.ranking_datagen.sampling import Group, eval_groups, make_groups, train_groups
+from components.ranking_datagen.sampling import (
+    Group,
+    by_fold,
+    by_split,
+    eval_groups,
+    make_groups,
+    train_groups,
+)
 
 # 8 first-stage candidates (docid, score, rank) and graded judgments; "p9" is a positive the
 # first stage missed, "c3" is judged non-relevant, the unjudged ones count as 0.
@@ -78,9 +85,10 @@ def test_sampling_is_deterministic_per_query_and_seed() -> None:
     assert a != _train(seed=8)
     # A query's sample does not depend on which other queries exist or their order.
     split_of = {"q1": "train", "q2": "train"}
+    two = {"q1": QRELS, "q2": {"c1": 2}}
     both, _ = make_groups(
-        split_of,
-        {"q1": QRELS, "q2": {"c1": 2}},
+        by_split(split_of, two),
+        two,
         {"q1": CANDS, "q2": CANDS},
         "pairwise",
         50,
@@ -88,7 +96,9 @@ def test_sampling_is_deterministic_per_query_and_seed() -> None:
         2,
         7,
     )
-    alone, _ = make_groups({"q1": "train"}, {"q1": QRELS}, {"q1": CANDS}, "pairwise", 50, 1, 2, 7)
+    one = {"q1": QRELS}
+    cands = {"q1": CANDS}
+    alone, _ = make_groups(by_split({"q1": "train"}, one), one, cands, "pairwise", 50, 1, 2, 7)
     assert [g for g in both if g.qid == "q1"] == alone
 
 
@@ -102,7 +112,8 @@ def test_make_groups_assigns_splits_and_skips_unassigned_queries() -> None:
     qrels = {"a": QRELS, "b": QRELS, "c": QRELS, "z": QRELS}
     ranked = {q: CANDS for q in qrels}
     split_of = {"a": "train", "b": "dev", "c": "test"}  # "z" has no split
-    groups, per_split = make_groups(split_of, qrels, ranked, "pairwise", 5, 1, 2, 0)
+    assigned = by_split(split_of, qrels)
+    groups, per_split = make_groups(assigned, qrels, ranked, "pairwise", 5, 1, 2, 0)
     assert per_split == {"train": 1, "dev": 1, "test": 1}
     assert Counter(g.split for g in groups) == {"train": 5, "dev": 8, "test": 8}
     assert {g.qid for g in groups if g.split == "dev"} == {"b"}
@@ -112,13 +123,13 @@ def test_make_groups_assigns_splits_and_skips_unassigned_queries() -> None:
     assert len({g.key for g in groups}) == len(groups)
 
 
-def test_make_fold_groups_gives_every_query_its_folds_train_and_eval_groups() -> None:
+def test_by_fold_gives_every_query_its_folds_train_and_eval_groups() -> None:
     """Cross-validation: each query's training sample (the one make_groups draws for it as a
     train query) under fold<f>_train, and all its candidates under fold<f>_eval."""
     qrels = {"a": QRELS, "b": QRELS, "c": {"c1": 1}, "z": QRELS}
     ranked = {q: CANDS for q in qrels}
     fold_of = {"a": 0, "b": 2, "c": 0}  # "z" has no fold
-    groups, per_split = sampling.make_fold_groups(fold_of, qrels, ranked, "pairwise", 5, 1, 2, 0)
+    groups, per_split = make_groups(by_fold(fold_of, qrels), qrels, ranked, "pairwise", 5, 1, 2, 0)
     # "c" has no positive at threshold 2: counted in both of its splits, no train group.
     assert per_split == {"fold0_train": 2, "fold0_eval": 2, "fold2_train": 1, "fold2_eval": 1}
     assert Counter(g.split for g in groups) == {
@@ -130,7 +141,8 @@ def test_make_fold_groups_gives_every_query_its_folds_train_and_eval_groups() ->
     for qid in ("a", "b"):
         split = f"fold{fold_of[qid]}_train"
         train = [g for g in groups if g.qid == qid and g.split == split]
-        expected, _ = make_groups({qid: "train"}, qrels, ranked, "pairwise", 5, 1, 2, 0)
+        alone = by_split({qid: "train"}, qrels)
+        expected, _ = make_groups(alone, qrels, ranked, "pairwise", 5, 1, 2, 0)
         assert [dataclasses.replace(g, split="train") for g in train] == expected
         split = f"fold{fold_of[qid]}_eval"
         assert [g for g in groups if g.qid == qid and g.split == split] == eval_groups(
