@@ -66,10 +66,11 @@ class ComponentRow:
     # rankcore.folds.node_id(id, i), with Wiring.fold = i (runs in parallel on Kubeflow).
     per_fold: bool = False
 
-    def node_ids(self, num_folds: int) -> list[str]:
-        """The DAG node ids this row builds: its id, then its fold copies."""
+    def nodes(self, num_folds: int) -> list[tuple[int | None, str]]:
+        """(fold branch, DAG node id) of each node this row builds: (None, its id), then its
+        fold copies."""
         copies = range(num_folds) if self.per_fold else ()
-        return [self.id, *(folds.node_id(self.id, i) for i in copies)]
+        return [(None, self.id), *((i, folds.node_id(self.id, i)) for i in copies)]
 
 
 def _datagen(w: Wiring) -> dict[str, Any]:

@@ -28,6 +28,12 @@ SCHEMA_FILE = (
 )
 
 
+def _import(path: str):
+    """The class at an import path ("package.module.Class")."""
+    module, name = path.rsplit(".", 1)
+    return getattr(importlib.import_module(module), name)
+
+
 def create_components(config: PipelineConfig, schema_file: str | None = None) -> list:
     """The pipeline's components, wired as pipelines/component_table.py says, in its order;
     `create_pipeline` adds the runner-level settings.
@@ -36,14 +42,12 @@ def create_components(config: PipelineConfig, schema_file: str | None = None) ->
     checkout's; the Kubeflow compiler passes the path inside the image)."""
     wiring = Wiring(config, {}, schema_file or str(SCHEMA_FILE))
     for row in COMPONENTS:
-        module, name = row.component_class.rsplit(".", 1)
-        component_class = getattr(importlib.import_module(module), name)
+        component_class = _import(row.component_class)
+        executor = _import(row.executor_class) if row.executor_class else None
         # A per_fold row (the Trainer) is built again for each cross-validation fold branch.
-        for fold, node_id in zip((None, *range(wiring.num_folds)), row.node_ids(wiring.num_folds)):
+        for fold, node_id in row.nodes(wiring.num_folds):
             component = component_class(**row.args(dataclasses.replace(wiring, fold=fold)))
-            if row.executor_class:
-                module, name = row.executor_class.rsplit(".", 1)
-                executor = getattr(importlib.import_module(module), name)
+            if executor is not None:
                 component.executor_spec = executor_spec.BeamExecutorSpec(executor)
             for upstream in row.after:
                 component.add_upstream_node(wiring.built[upstream])
