@@ -59,7 +59,10 @@ MODES = ("beam-1w", "beam-2w", "reference")
 
 def synthetic_collection(out_dir: Path, num_docs: int, num_queries: int, seed: int = 0) -> dict:
     """BEIR corpus/queries + TREC qrels. Per query: 3 topic words; 10 passages get all of them
-    (grade 2), 10 get one (grade 1), 10 random passages are judged 0."""
+    (grade 2), 10 get one (grade 1), 10 random passages are judged 0.
+
+    Written in chunks of 100,000 passages, so that 4M passages take a few hundred MB here
+    rather than the whole corpus as Python strings."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
@@ -68,25 +71,23 @@ def synthetic_collection(out_dir: Path, num_docs: int, num_queries: int, seed: i
     while len(words) < 30_000:
         n = int(rng.integers(1, 5))
         words.add("".join(syllables[i] for i in rng.integers(0, len(syllables), n)))
-    vocab = np.array(sorted(words))
-    weights = 1.0 / np.arange(1, len(vocab) + 1)  # Zipf: a few very common words
-    weights /= weights.sum()
+    vocab = sorted(words)
+    cumulative = np.cumsum(1.0 / np.arange(1, len(vocab) + 1))  # Zipf: a few very common words
+    cumulative /= cumulative[-1]
     lengths = rng.integers(30, 81, num_docs)
-    flat = rng.choice(len(vocab), size=int(lengths.sum()), p=weights)
-    offsets = np.concatenate([[0], np.cumsum(lengths)])
-    docs = [list(vocab[flat[offsets[i] : offsets[i + 1]]]) for i in range(num_docs)]
+    # The planted judgments first (a few per query), applied as their passages are written.
     queries, qrels = [], []
+    planted: dict[int, list[tuple[int, list[str]]]] = {}
     for q in range(num_queries):
-        terms = list(vocab[rng.integers(2_000, 20_000, 3)])  # mid-frequency words
+        terms = [vocab[i] for i in rng.integers(2_000, 20_000, 3)]  # mid-frequency words
         qid = f"Q{q}"
         queries.append((qid, " ".join(terms)))
-        picked = rng.choice(num_docs, 30, replace=False)
-        for rank, d in enumerate(picked):
+        for rank, d in enumerate(rng.choice(num_docs, 30, replace=False).tolist()):
             if rank < 10:
-                docs[d][1:1] = terms
+                planted.setdefault(d, []).append((1, terms))
                 grade = 2
             elif rank < 20:
-                docs[d].insert(3, terms[rank % 3])
+                planted.setdefault(d, []).append((3, [terms[rank % 3]]))
                 grade = 1
             else:
                 grade = 0
@@ -95,8 +96,21 @@ def synthetic_collection(out_dir: Path, num_docs: int, num_queries: int, seed: i
     paths = {k: str(out_dir / n) for k, n in (("documents", "corpus.jsonl"),
              ("queries", "queries.jsonl"), ("qrels", "qrels.txt"))}  # fmt: skip
     with open(paths["documents"], "w") as f:
-        for i, words_ in enumerate(docs):
-            f.write(json.dumps({"_id": f"D{i}", "title": "", "text": " ".join(words_)}) + "\n")
+        for first in range(0, num_docs, 100_000):
+            chunk = lengths[first : first + 100_000]
+            flat = np.searchsorted(cumulative, rng.random(int(chunk.sum())), side="right")
+            flat = np.minimum(flat, len(vocab) - 1)
+            offsets = np.concatenate([[0], np.cumsum(chunk)]).tolist()
+            ids = flat.tolist()
+            lines = []
+            for i in range(len(chunk)):
+                doc = [vocab[w] for w in ids[offsets[i] : offsets[i + 1]]]
+                for position, terms in planted.get(first + i, ()):
+                    doc[position:position] = terms
+                lines.append(
+                    json.dumps({"_id": f"D{first + i}", "title": "", "text": " ".join(doc)})
+                )
+            f.write("\n".join(lines) + "\n")
     with open(paths["queries"], "w") as f:
         f.writelines(json.dumps({"_id": q, "text": t}) + "\n" for q, t in queries)
     with open(paths["qrels"], "w") as f:
@@ -128,8 +142,12 @@ def collection_configs(name: str, data_dir: str | None) -> tuple[dict, dict]:
 def run_beam(collection: dict, datagen: dict, workers: int, out_dir: Path) -> dict:
     from datagen_testlib import make_output_dict  # tests/components/ranking_datagen
 
+    from components import beam_mode
     from components.ranking_datagen.executor import Executor
 
+    # The mode asked for, whatever the input's size (small inputs would otherwise run in
+    # process: components/beam_mode.py).
+    os.environ[beam_mode.THRESHOLD_ENV] = "0"
     output_dict = make_output_dict(out_dir)
     args = ["--direct_running_mode=multi_processing", f"--direct_num_workers={workers}"]
     context = Executor.Context(beam_pipeline_args=args, tmp_dir=str(out_dir / "tmp"), unique_id="1")
@@ -212,9 +230,12 @@ def run_reference(collection: dict, datagen: dict, out_dir: Path) -> dict:
         for q in qrels
     }
     smp = datagen["sampling"]
+    threshold = sampling.resolve_positive_threshold(
+        smp["positive_threshold"], sampling.train_grades(split_of, qrels)
+    )
     groups, _ = sampling.make_groups(
         sampling.by_split(split_of, qrels), qrels, ranked, smp["mode"], smp["samples_per_query"],
-        smp["negatives_per_positive"], smp["positive_threshold"], smp["seed"],
+        smp["negatives_per_positive"], threshold, smp["seed"],
     )  # fmt: skip
     keys = sorted({"d:" + d for g in groups for d in g.docids} | {"q:" + g.qid for g in groups})
     fn = tf.function(tokenization.make_preprocessing_fn(vocab_path, vocab_cfg["lowercase"]))
@@ -349,22 +370,32 @@ def _child_run(spec: dict, collection: dict, datagen: dict, out_dir: Path) -> di
 # ------------------------------------------------------------------------------------------
 
 
-def _tree_rss(proc: Any) -> int:
+def _sample_rss(proc: Any, peaks: dict[int, int]) -> None:
+    """Each process's RSS now into `peaks` (pid -> the highest seen): the child that runs the
+    measured code and every descendant (Beam's SDK workers)."""
     import psutil
 
-    total = 0
     try:
-        for p in [proc, *proc.children(recursive=True)]:
-            try:
-                total += p.memory_info().rss
-            except psutil.NoSuchProcess:
-                pass
+        family = [proc, *proc.children(recursive=True)]
     except psutil.NoSuchProcess:
-        pass
-    return total
+        return
+    total = 0
+    for p in family:
+        try:
+            rss = p.memory_info().rss
+        except psutil.NoSuchProcess:
+            continue
+        peaks[p.pid] = max(peaks.get(p.pid, 0), rss)
+        total += rss
+    peaks[0] = max(peaks.get(0, 0), total)  # pid 0: the whole tree at one moment
 
 
 def run_child(spec: dict) -> dict:
+    """Runs one measured mode in a fresh subprocess. Peak RSS is sampled every 50 ms: of the
+    whole process tree (`peak_rss_mb`), of the child itself (`driver_rss_mb`: the runner, which
+    on the DirectRunner also holds the data between stages) and of the largest of its
+    descendants (`worker_rss_mb`: Beam's SDK worker processes; 0 for the reference). A run that
+    fails (e.g. killed for memory) comes back with `error` set instead of raising."""
     import psutil
 
     cmd = [sys.executable, __file__, "--child", json.dumps(spec)]
@@ -372,12 +403,12 @@ def run_child(spec: dict) -> dict:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     ps = psutil.Process(proc.pid)
-    peak = [0]
+    peaks: dict[int, int] = {}
     done = threading.Event()
 
     def sample() -> None:
         while not done.is_set():
-            peak[0] = max(peak[0], _tree_rss(ps))
+            _sample_rss(ps, peaks)
             time.sleep(0.05)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -387,10 +418,15 @@ def run_child(spec: dict) -> dict:
     sampler.join()
     lines = [ln for ln in out.splitlines() if ln.startswith("RESULT ")]
     if proc.returncode != 0 or not lines:
-        sys.stderr.write(err[-5000:])
-        raise RuntimeError(f"{spec} failed with exit code {proc.returncode}")
-    result = json.loads(lines[-1][len("RESULT ") :])
-    result["peak_rss_mb"] = peak[0] / 2**20
+        sys.stderr.write(err[-3000:])
+        result: dict[str, Any] = {"error": f"exit code {proc.returncode}"}
+    else:
+        result = json.loads(lines[-1][len("RESULT ") :])
+    workers = [rss for pid, rss in peaks.items() if pid not in (0, proc.pid)]
+    result["peak_rss_mb"] = peaks.get(0, 0) / 2**20
+    result["driver_rss_mb"] = peaks.get(proc.pid, 0) / 2**20
+    result["worker_rss_mb"] = max(workers, default=0) / 2**20
+    result["processes"] = len(workers) + 1
     # CPU of the child and every descendant it waited for (Beam's SDK workers), imports
     # included: with the wall time it shows how much of the machine the run got.
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -401,9 +437,18 @@ def run_child(spec: dict) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--docs", type=int, default=200_000)
-    parser.add_argument("--queries", type=int, default=200)
-    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument(
+        "--docs", default="250000,1000000,4000000",
+        help="synthetic collection sizes, comma-separated",
+    )  # fmt: skip
+    parser.add_argument(
+        "--queries-per-1000-docs", type=float, default=1.0,
+        help="queries (30 judgments each) per 1,000 synthetic passages",
+    )  # fmt: skip
+    parser.add_argument(
+        "--repeats", type=int, default=1,
+        help="runs per mode, best kept; collections of 1M passages or more run once",
+    )  # fmt: skip
     parser.add_argument("--modes", default=",".join(MODES))
     parser.add_argument("--skip-cranfield", action="store_true")
     parser.add_argument("--skip-synthetic", action="store_true")
@@ -413,76 +458,125 @@ def main() -> None:
         child_main(args)
         return
 
+    started = time.perf_counter()
+    sizes = [int(n) for n in args.docs.split(",")]
     work = Path(tempfile.mkdtemp(prefix="bench-datagen-"))
-    collections = []
+    collections: list[tuple[str, int | None]] = []
     if not args.skip_cranfield:
         collections.append(("cranfield", None))
     if not args.skip_synthetic:
-        t = time.perf_counter()
-        data_dir = work / "synthetic"
-        synthetic_collection(data_dir, args.docs, args.queries)
-        print(f"generated {args.docs} synthetic passages in {time.perf_counter() - t:.0f}s")
-        collections.append(("synthetic", str(data_dir)))
+        collections += [("synthetic", n) for n in sizes]
     modes = args.modes.split(",")
     rows: dict[tuple[str, str], list[dict]] = {}
     tok_rows = {}
-    for name, data_dir in collections:
-        vocab_copy = str(work / f"{name}-vocab.txt")
-        for rep in range(args.repeats):
+    for name, num_docs in collections:
+        data_dir = None
+        label = name
+        if num_docs is not None:
+            t = time.perf_counter()
+            data_dir = str(work / f"synthetic-{num_docs}")
+            num_queries = max(1, round(num_docs * args.queries_per_1000_docs / 1000))
+            synthetic_collection(Path(data_dir), num_docs, num_queries)
+            label = f"synthetic-{num_docs}"
+            print(f"generated {num_docs} synthetic passages, {num_queries} queries in "
+                  f"{time.perf_counter() - t:.0f}s", flush=True)  # fmt: skip
+        vocab_copy = str(work / f"{label}-vocab.txt")
+        repeats = 1 if (num_docs or 0) >= 1_000_000 else args.repeats
+        # The tokenizer comparison on Cranfield and the smallest synthetic collection only.
+        with_tokenizers = num_docs is None or num_docs == min(sizes)
+        for rep in range(repeats):
             for mode in modes:  # interleaved, so machine noise hits every mode alike
                 spec = {"collection": name, "data_dir": data_dir, "mode": mode}
-                if mode == "beam-1w" and rep == 0:
+                if mode == "beam-1w" and rep == 0 and with_tokenizers:
                     spec["keep_vocab"] = vocab_copy
                 r = run_child(spec)
-                rows.setdefault((name, mode), []).append(r)
+                rows.setdefault((label, mode), []).append(r)
                 print(
-                    f"{name} {mode} #{rep + 1}: {r['seconds']:.1f}s, cpu {r['cpu_s']:.0f}s, "
-                    f"peak {r['peak_rss_mb']:.0f} MB, load before {r['load_before']:.1f}, "
-                    f"{r.get('timings')}",
+                    f"{label} {mode} #{rep + 1}: {r.get('seconds', float('nan')):.1f}s, "
+                    f"cpu {r['cpu_s']:.0f}s, peak {r['peak_rss_mb']:.0f} MB (driver "
+                    f"{r['driver_rss_mb']:.0f}, largest worker {r['worker_rss_mb']:.0f}), "
+                    f"load before {r['load_before']:.1f}, {r.get('error') or r.get('timings')}",
                     flush=True,
                 )
         if os.path.exists(vocab_copy):
             spec = {"collection": name, "data_dir": data_dir, "mode": "tokenizers"}
-            tok_rows[name] = run_child({**spec, "vocab": vocab_copy})
+            tok_rows[label] = run_child({**spec, "vocab": vocab_copy})
+        if data_dir:
+            shutil.rmtree(data_dir, ignore_errors=True)
     print_tables(rows, tok_rows)
+    print(f"\nbench-datagen took {time.perf_counter() - started:.0f}s")
     shutil.rmtree(work, ignore_errors=True)
+
+
+def _best(runs: list[dict]) -> dict | None:
+    ok = [r for r in runs if "error" not in r]
+    return min(ok, key=lambda r: r["seconds"]) if ok else None
 
 
 def print_tables(rows: dict[tuple[str, str], list[dict]], tok_rows: dict[str, dict]) -> None:
     print()
-    print("| collection | docs | mode | wall s (best) | docs/s | examples | examples/s "
-          "| CPU s | peak RSS MB | vs beam-1w |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| collection | docs | mode | wall s (best) | docs/s | examples | examples/s | CPU s "
+          "| peak RSS MB (all) | driver MB | largest worker MB | vs beam-1w |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    best = {key: _best(runs) for key, runs in rows.items()}
     for (name, mode), runs in rows.items():
-        best = min(runs, key=lambda r: r["seconds"])
-        base = rows.get((name, "beam-1w"))
-        ratio = min(r["seconds"] for r in base) / best["seconds"] if base else float("nan")
+        b = best[(name, mode)]
+        if b is None:
+            print(f"| {name} | | {mode} | failed: {runs[-1]['error']} | | | | | "
+                  f"{runs[-1]['peak_rss_mb']:.0f} | | | |")  # fmt: skip
+            continue
+        base = best.get((name, "beam-1w"))
+        ratio = base["seconds"] / b["seconds"] if base else float("nan")
         print(
-            f"| {name} | {best['documents']} | {mode} | {best['seconds']:.1f} "
-            f"| {best['documents'] / best['seconds']:.0f} | {best['examples']} "
-            f"| {best['examples'] / best['seconds']:.0f} | {best['cpu_s']:.0f} "
-            f"| {max(r['peak_rss_mb'] for r in runs):.0f} | {ratio:.2f}x |"
+            f"| {name} | {b['documents']} | {mode} | {b['seconds']:.1f} "
+            f"| {b['documents'] / b['seconds']:.0f} | {b['examples']} "
+            f"| {b['examples'] / b['seconds']:.0f} | {b['cpu_s']:.0f} "
+            f"| {max(r['peak_rss_mb'] for r in runs):.0f} "
+            f"| {max(r['driver_rss_mb'] for r in runs):.0f} "
+            f"| {max(r['worker_rss_mb'] for r in runs):.0f} | {ratio:.2f}x |"
         )
     print()
-    for name in sorted({n for n, _ in rows}):
-        get = {m: min(r["seconds"] for r in rows[(name, m)]) for n, m in rows if n == name}
-        if "beam-1w" in get and "beam-2w" in get:
-            print(f"{name}: speed-up 2 workers vs 1: {get['beam-1w'] / get['beam-2w']:.2f}x "
+    for name in dict.fromkeys(n for n, _ in rows):
+        secs = {m: b["seconds"] for (n, m), b in best.items() if n == name and b}
+        if "beam-1w" in secs and "beam-2w" in secs:
+            print(f"{name}: speed-up 2 workers vs 1: {secs['beam-1w'] / secs['beam-2w']:.2f}x "
                   "(goal >= 1.6x)")  # fmt: skip
-        if "beam-1w" in get and "reference" in get:
-            print(f"{name}: beam-1w / reference: {get['beam-1w'] / get['reference']:.2f}x "
+        if "beam-1w" in secs and "reference" in secs:
+            print(f"{name}: beam-1w / reference: {secs['beam-1w'] / secs['reference']:.2f}x "
                   "(goal <= 1.25x)")  # fmt: skip
+    sizes = sorted({b["documents"]: n for (n, _), b in best.items()
+                    if b and n.startswith("synthetic")}.items())  # fmt: skip
+    for (small_docs, small), (large_docs, large) in zip(sizes, sizes[1:]):
+        for mode in ("beam-1w", "beam-2w", "reference"):
+            a, z = best.get((small, mode)), best.get((large, mode))
+            if not a or not z:
+                continue
+            print(
+                f"{small} -> {large} ({large_docs / small_docs:.0f}x docs), {mode}: time "
+                f"{z['seconds'] / a['seconds']:.2f}x (goal <= 4.5x for 4x), largest worker RSS "
+                f"{_worker(z) / max(_worker(a), 1):.2f}x, driver RSS "
+                f"{z['driver_rss_mb'] / max(a['driver_rss_mb'], 1):.2f}x (goal <= 1.2x per worker)"
+            )
     if tok_rows:
         print()
         print("| collection | texts | tokens | ours (FastWordpiece graph) tok/s | HF tokenizers "
               "tok/s | ours / HF | identical ids |")  # fmt: skip
         print("|---|---|---|---|---|---|---|")
         for name, t in tok_rows.items():
+            if "error" in t:
+                print(f"| {name} | failed: {t['error']} | | | | | |")
+                continue
             print(
                 f"| {name} | {t['texts']} | {t['tokens']} | {t['ours_tok_s']:.0f} "
                 f"| {t['hf_tok_s']:.0f} | {t['ours_tok_s'] / t['hf_tok_s']:.2f} "
                 f"| {t['agreement']:.1%} |"
             )
+
+
+def _worker(result: dict) -> float:
+    """The per-process memory that must stay flat: the largest SDK worker, or the one
+    process of the reference."""
+    return result["worker_rss_mb"] or result["driver_rss_mb"]
 
 
 if __name__ == "__main__":
