@@ -109,49 +109,62 @@ class _SumStatistics(beam.CombineFn):
 
 
 class _ScoreShard(beam.DoFn):
-    """A ShardIndex + the global statistics -> (qid, the shard's top candidates) per query."""
+    """A ShardIndex + the global statistics -> the shard's top candidates of every query, as
+    one candidates.ShardTop (rows, not an element per query: queries x shards elements would
+    cost more than the scoring on a large collection)."""
 
     def __init__(self, depth: int, k1: float, b: float):
         self._depth, self._k1, self._b = depth, k1, b
 
     def setup(self) -> None:
         self._shard_docs = beam.metrics.Metrics.distribution(_NS, "bm25_shard_documents")
+        self._scorer: tuple[object, candidates.Bm25Scorer] | None = None
 
     def process(self, shard, query_tokens: dict[str, list[str]], stats):
         self._shard_docs.update(len(shard.docids))
-        scored = candidates.score_shard(shard, query_tokens, stats, self._depth, self._k1, self._b)
-        yield from scored.items()
+        if self._scorer is None or self._scorer[0] is not stats:
+            self._scorer = (stats, candidates.Bm25Scorer(query_tokens, stats, self._k1, self._b))
+        yield self._scorer[1].score(shard, self._depth)
 
 
 class _TopCandidates(beam.CombineFn):
-    """Per query, the top `depth` (score, docid) across shards (candidates.merge_candidates:
-    score descending, then docid descending, as rank_run orders them). Like Top.PerKey, but a
-    docid found in two shards (a duplicate across files) counts once."""
+    """Shards' rows -> the top `depth` per query across all shards (candidates.TopCandidates:
+    score descending, then docid descending, as rank_run orders them). Like Top.PerKey, but
+    a docid found in two shards (a duplicate across files) counts once; lifted, so each
+    worker merges its own shards first and holds about queries x depth rows."""
 
     def __init__(self, depth: int):
         self._depth = depth
 
-    def create_accumulator(self) -> list:
-        return []
+    def create_accumulator(self) -> candidates.TopCandidates:
+        return candidates.TopCandidates(self._depth)
 
     def add_input(self, acc, shard_top):
-        return candidates.merge_candidates([acc, shard_top], self._depth)
+        return acc.add(shard_top)
 
     def merge_accumulators(self, accumulators):
-        return candidates.merge_candidates(accumulators, self._depth)
+        merged = candidates.TopCandidates(self._depth)
+        for acc in accumulators:
+            merged.add(acc.result())
+        return merged
 
     def extract_output(self, acc):
-        return acc
+        return acc.result()
+
+
+def _candidate_lists(top: candidates.ShardTop, query_tokens: dict[str, list[str]]) -> dict:
+    return candidates.Bm25Scorer.lists_of(top, sorted(query_tokens))
 
 
 class ShardedBm25(beam.PTransform):
     """(batches of (docid, text, ...), a one-element PCollection of qid -> query tokens) ->
-    (qid, top `depth` [(score, docid)]) for each query that matches some document.
+    one element: qid -> its top `depth` [(score, docid)], for each query that matches some
+    document.
 
     Each batch is a shard: indexed over the query terms where it is (no shuffle of texts),
     its statistics summed by a combine, then scored with the global statistics (a side input)
-    and merged per query by a combine. No step holds more than one batch of documents; the
-    scores equal bm25s over the whole corpus (candidates.score_shard).
+    and merged by a combine. No step holds more than one batch of documents; the scores equal
+    bm25s over the whole corpus (candidates.Bm25Scorer).
     """
 
     def __init__(self, depth: int, k1: float, b: float):
@@ -175,7 +188,8 @@ class ShardedBm25(beam.PTransform):
                 tokens,
                 beam.pvalue.AsSingleton(stats),
             )
-            | "TopPerQuery" >> beam.CombinePerKey(_TopCandidates(self._depth))
+            | "TopPerQuery" >> beam.CombineGlobally(_TopCandidates(self._depth))
+            | "Lists" >> beam.Map(_candidate_lists, tokens)
         )
 
 

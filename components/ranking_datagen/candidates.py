@@ -7,15 +7,15 @@ pass, so that no process holds more than one shard of documents:
      lengths and the term frequencies of the query terms only (bm25s's tokenizer);
   2. `ShardStatistics` summed over all shards (a Beam combine): document count, total length
      and the document frequencies of the query terms -- all BM25 needs globally, and small;
-  3. `score_shard`: each shard scored with the global statistics -> per query its top `depth`
-     (score, docid) in that shard;
-  4. `merge_candidates`: per query the top `depth` across shards, ordered as `rank_run` ranks
+  3. `Bm25Scorer`: each shard scored with the global statistics, all queries at once ->
+     per query its top `depth` in that shard, as flat rows (`ShardTop`);
+  4. `TopCandidates`: per query the top `depth` across shards, ordered as `rank_run` ranks
      (score descending, then docid descending), so the result does not depend on how shards
      were formed or merged.
 
 `sharded_bm25_run` chains these in one process (for tests and scripts); `bm25_run`, bm25s over
 one in-memory index of the whole corpus, is the reference the sharded scores equal exactly
-(same float32 arithmetic, see `score_shard`).
+(same float32 arithmetic, see `Bm25Scorer`).
 """
 
 from __future__ import annotations
@@ -190,16 +190,178 @@ def shard_statistics(shard: ShardIndex) -> ShardStatistics:
     )
 
 
-def _top(scored: list[tuple[float, str]], depth: int) -> list[tuple[float, str]]:
-    """The top `depth` by (score, docid) descending, each docid once (its best score)."""
-    out, seen = [], set()
-    for score, docid in sorted(scored, reverse=True):
-        if docid not in seen:
-            seen.add(docid)
-            out.append((score, docid))
-            if len(out) == depth:
-                break
-    return out
+class ShardTop(NamedTuple):
+    """Candidates as flat arrays, one row each: query index (into the scorer's sorted qids),
+    score, docid. What a scored shard emits and what the merge keeps (cheap to pickle)."""
+
+    query: np.ndarray  # int32
+    score: np.ndarray  # float32
+    docid: np.ndarray  # str (numpy unicode)
+
+
+def _empty_top() -> ShardTop:
+    return ShardTop(np.zeros(0, np.int32), np.zeros(0, np.float32), np.zeros(0, "U1"))
+
+
+def _best_per_query(top: ShardTop, depth: int) -> ShardTop:
+    """Per query the first `depth` rows by score descending, then docid descending (the order
+    rank_run ranks in), each docid once (its best score); rows sorted by query, then that
+    order. Vectorized: a merge sees millions of rows on a large collection."""
+    if len(top.query) == 0:
+        return top
+    names, name_rank = np.unique(top.docid, return_inverse=True)
+    order = np.lexsort((-name_rank, -top.score, top.query))
+    query, rank = top.query[order], name_rank[order]
+    # A docid twice for one query (a duplicate across files) keeps its first (best) row.
+    pair = query.astype(np.int64) * len(names) + rank
+    _, first = np.unique(pair, return_index=True)
+    order = order[np.sort(first)]
+    query = top.query[order]
+    starts = np.flatnonzero(np.r_[True, query[1:] != query[:-1]])
+    position = np.arange(len(query)) - np.repeat(starts, np.diff(np.r_[starts, len(query)]))
+    keep = order[position < depth]
+    return ShardTop(top.query[keep], top.score[keep], top.docid[keep])
+
+
+class Bm25Scorer:
+    """Scores shards with the global statistics, all queries at once.
+
+    Hand-written rather than bm25s: bm25s indexes one in-memory corpus and computes its
+    statistics from it; it cannot score a shard with statistics of the whole collection. The
+    arithmetic is bm25s 0.3.16's ("lucene" method, dtype float32), so that the scores are the
+    same floats: idf = log(1 + (N - df + 0.5) / (df + 0.5)) in float64 stored as float32;
+    l_avg = total length / N in float64; each (document, term) score
+    float32(idf * tf / (k1 * (1 - b + b * l_d / l_avg) + tf)) (see _TFC_DTYPE); a query's
+    score summed in float32 over its tokens in order, a repeated token once per copy, tokens
+    absent from the corpus skipped. Each step is one NumPy operation over all postings and
+    (query, document) pairs of the shard: a loop per query and shard costs queries x shards,
+    which on millions of documents is hours.
+    """
+
+    def __init__(self, queries: dict[str, list[str]], stats: ShardStatistics, k1: float, b: float):
+        self.qids = sorted(queries)
+        self._n = stats.num_docs
+        self._k1, self._b = k1, b
+        self._l_avg = np.float64(stats.total_length) / self._n if self._n else np.float64(0)
+        terms = sorted({t for tokens in queries.values() for t in tokens if t in stats.doc_freqs})
+        self._term_id = {t: i for i, t in enumerate(terms)}
+        n = self._n
+        self._idf = np.array(
+            [
+                np.float32(math.log(1 + (n - df + 0.5) / (df + 0.5)))
+                for df in (stats.doc_freqs[t] for t in terms)
+            ],
+            np.float32,
+        )
+        # Every (query, token) with the token in the corpus, by position in the query first:
+        # the sums below then add each query's tokens in order.
+        by_position: list[tuple[int, int, int]] = []
+        for q, qid in enumerate(self.qids):
+            for j, token in enumerate(queries[qid]):
+                if token in self._term_id:
+                    by_position.append((j, q, self._term_id[token]))
+        by_position.sort()
+        self._token_query = np.array([q for _, q, _ in by_position], np.int64)
+        self._token_term = np.array([t for _, _, t in by_position], np.int64)
+
+    def score(self, shard: ShardIndex, depth: int) -> ShardTop:
+        """The shard's top `depth` per query (documents with score > 0), as rows."""
+        if not shard.docids or self._n == 0 or not len(self._token_term):
+            return _empty_top()
+        slot = np.full(len(self._idf), -1, np.int64)
+        for i, term in enumerate(shard.terms):
+            slot[self._term_id[term]] = i
+        # Per posting: float32(idf * tf / (k1 * (1 - b + b * l_d / l_avg) + tf)).
+        term_of_posting = np.repeat(
+            np.array([self._term_id[t] for t in shard.terms], np.int64), np.diff(shard.offsets)
+        )
+        l_d = shard.lengths[shard.positions]
+        norm = (self._k1 * ((1 - self._b) + self._b * l_d / self._l_avg)).astype(_TFC_DTYPE)
+        tf = shard.tfs
+        contribution = (self._idf[term_of_posting] * (tf / (norm + tf))).astype(np.float32)
+        # (query, document) pairs: each query token's postings in this shard.
+        present = slot[self._token_term] >= 0
+        token_query = self._token_query[present]
+        token_slot = slot[self._token_term[present]]
+        starts = shard.offsets[token_slot]
+        counts = shard.offsets[token_slot + 1] - starts
+        posting = np.arange(counts.sum()) + np.repeat(starts - (np.cumsum(counts) - counts), counts)
+        ndocs = len(shard.docids)
+        pair = np.repeat(token_query, counts) * ndocs + shard.positions[posting]
+        pairs, which = np.unique(pair, return_inverse=True)
+        scores = np.zeros(len(pairs), np.float32)
+        # Unbuffered and in array order: each pair's float32 sum takes the tokens in order.
+        np.add.at(scores, which, contribution[posting])
+        matched = scores > 0
+        docids = np.array(shard.docids)
+        top = ShardTop(
+            (pairs[matched] // ndocs).astype(np.int32),
+            scores[matched],
+            docids[pairs[matched] % ndocs],
+        )
+        return _best_per_query(top, depth)
+
+    def lists(self, top: ShardTop) -> dict[str, list[tuple[float, str]]]:
+        """Rows -> qid -> [(score, docid)] in rank order, for the queries with any row."""
+        return self.lists_of(top, self.qids)
+
+    @staticmethod
+    def lists_of(top: ShardTop, qids: list[str]) -> dict[str, list[tuple[float, str]]]:
+        """`lists` with the scorer's qids (the sorted qids of its queries) given."""
+        out: dict[str, list[tuple[float, str]]] = {}
+        for q, score, docid in zip(top.query.tolist(), top.score.tolist(), top.docid.tolist()):
+            out.setdefault(qids[q], []).append((score, docid))
+        return out
+
+
+class TopCandidates:
+    """Merges ShardTop rows into the top `depth` per query (score descending, then docid
+    descending; a docid found in two shards counts once, with its best score). Associative
+    and independent of the order of the parts. Rows below a query's current depth-th score
+    are dropped as they arrive, and the kept rows are pruned whenever they outgrow
+    queries x depth, so memory stays about queries x depth rows."""
+
+    def __init__(self, depth: int):
+        self._depth = depth
+        self._parts: list[ShardTop] = []
+        self._rows = 0
+        self._kept = _empty_top()
+        # Per query index, its depth-th score in `_kept` (-inf while it has fewer rows).
+        self._floor = np.zeros(0, np.float32)
+
+    def add(self, top: ShardTop) -> TopCandidates:
+        if len(self._floor) and len(top.query):
+            floor = self._floor
+            if top.query.max() >= len(floor):
+                floor = np.pad(
+                    floor, (0, top.query.max() + 1 - len(floor)), constant_values=-np.inf
+                )
+            keep = top.score >= floor[top.query]
+            top = ShardTop(top.query[keep], top.score[keep], top.docid[keep])
+        if len(top.query):
+            self._parts.append(top)
+            self._rows += len(top.query)
+            if self._rows > 2 * max(len(self._kept.query), self._depth * 64):
+                self._prune()
+        return self
+
+    def _prune(self) -> None:
+        parts = [self._kept, *self._parts]
+        fields = (np.concatenate([p[i] for p in parts]) for i in range(len(ShardTop._fields)))
+        self._kept = _best_per_query(ShardTop(*fields), self._depth)
+        self._parts, self._rows = [], 0
+        query = self._kept.query
+        if not len(query):
+            return
+        ends = np.flatnonzero(np.r_[query[1:] != query[:-1], True])
+        starts = np.r_[0, ends[:-1] + 1]
+        full = ends - starts + 1 == self._depth
+        self._floor = np.full(int(query.max()) + 1, -np.inf, np.float32)
+        self._floor[query[ends[full]]] = self._kept.score[ends[full]]
+
+    def result(self) -> ShardTop:
+        self._prune()
+        return self._kept
 
 
 def score_shard(
@@ -211,58 +373,9 @@ def score_shard(
     b: float,
 ) -> dict[str, list[tuple[float, str]]]:
     """qid -> the top `depth` (score, docid) of this shard with score > 0, scored with the
-    global `stats`; queries with no match are left out.
-
-    Hand-written rather than bm25s: bm25s indexes one in-memory corpus and computes its
-    statistics from it; it cannot score a shard with statistics of the whole collection. The
-    arithmetic is bm25s 0.3.16's ("lucene" method, dtype float32), step for step, so that the
-    scores are the same floats: idf = log(1 + (N - df + 0.5) / (df + 0.5)) in float64 stored as
-    float32; l_avg = total length / N in float64; each (document, term) score
-    float32(idf * tf / (k1 * (1 - b + b * l_d / l_avg) + tf)) (see _TFC_DTYPE); a query's
-    score summed in float32 over its tokens in order, a repeated token once per copy, tokens
-    absent from the corpus skipped.
-    """
-    n = stats.num_docs
-    if not shard.docids or n == 0:
-        return {}
-    l_avg = np.float64(stats.total_length) / n
-    contributions: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    for i, term in enumerate(shard.terms):
-        df = stats.doc_freqs[term]
-        idf = np.float32(math.log(1 + (n - df + 0.5) / (df + 0.5)))
-        start, end = shard.offsets[i], shard.offsets[i + 1]
-        positions, tf = shard.positions[start:end], shard.tfs[start:end]
-        l_d = shard.lengths[positions]
-        norm = (k1 * ((1 - b) + b * l_d / l_avg)).astype(_TFC_DTYPE)
-        contributions[term] = (positions, (idf * (tf / (norm + tf))).astype(np.float32))
-    out: dict[str, list[tuple[float, str]]] = {}
-    for qid, tokens in queries.items():
-        scores = None
-        for token in tokens:
-            hit = contributions.get(token)
-            if hit is None:
-                continue
-            if scores is None:
-                scores = np.zeros(len(shard.docids), np.float32)
-            scores[hit[0]] += hit[1]
-        if scores is None:
-            continue
-        matched = np.flatnonzero(scores > 0)
-        if len(matched) > depth:
-            # Everything at or above the depth-th score (ties at the cut included), then exact.
-            cut = np.partition(scores[matched], len(matched) - depth)[len(matched) - depth]
-            matched = matched[scores[matched] >= cut]
-        out[qid] = _top([(float(scores[j]), shard.docids[j]) for j in matched], depth)
-    return out
-
-
-def merge_candidates(
-    candidate_lists: Iterable[list[tuple[float, str]]], depth: int
-) -> list[tuple[float, str]]:
-    """Per-shard top lists of one query -> the top `depth` across them, by (score, docid)
-    descending; a docid in two shards (a duplicate across files) keeps its best score.
-    Associative and independent of the order of the lists."""
-    return _top([c for candidates in candidate_lists for c in candidates], depth)
+    global `stats` (Bm25Scorer); queries with no match are left out."""
+    scorer = Bm25Scorer(queries, stats, k1, b)
+    return scorer.lists(scorer.score(shard, depth))
 
 
 def sharded_bm25_run(
@@ -283,13 +396,11 @@ def sharded_bm25_run(
     stats = EMPTY_STATISTICS
     for shard in shards:
         stats = stats.merge(shard_statistics(shard))
-    per_query: dict[str, list[list[tuple[float, str]]]] = {}
+    scorer = Bm25Scorer(tokens, stats, k1, b)
+    merged = TopCandidates(depth)
     for shard in shards:
-        for qid, candidates in score_shard(shard, tokens, stats, depth, k1, b).items():
-            per_query.setdefault(qid, []).append(candidates)
-    return run_from_candidates(
-        {qid: merge_candidates(lists, depth) for qid, lists in per_query.items()}, queries
-    )
+        merged.add(scorer.score(shard, depth))
+    return run_from_candidates(scorer.lists(merged.result()), queries)
 
 
 def run_from_candidates(

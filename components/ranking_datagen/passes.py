@@ -129,13 +129,13 @@ def _learn_vocabulary(counts, vocab_size: int, path: str) -> None:
 
 
 def _write_bm25(
-    merged: list[tuple[str, list[tuple[float, str]]]],
+    merged: dict[str, list[tuple[float, str]]],
     query_tokens: dict[str, list[str]],
     path: str,
 ) -> set[str]:
     """The merged per-query candidates -> the BM25 run (every qid) as JSON; returns its
     docids."""
-    run = candidates.run_from_candidates(dict(merged), query_tokens)
+    run = candidates.run_from_candidates(merged, query_tokens)
     _write_json(run, path)
     return {docid for docs in run.values() for docid in docs}
 
@@ -241,7 +241,6 @@ def collection_pass(
             candidate_sets = (
                 (batches, query_tokens)
                 | "BM25" >> beam_transforms.ShardedBm25(cfg.candidates_depth, bm25.k1, bm25.b)
-                | "AllQueries" >> beam.combiners.ToList()
                 | "WriteBM25"
                 >> beam.Map(_write_bm25, beam.pvalue.AsSingleton(query_tokens), files["bm25"])
             )

@@ -36,10 +36,9 @@ def _beam_bm25(shared_data: Path, tmp_path: Path, batch_size: int) -> tuple[dict
     _ = (
         (batches, query_tokens)
         | beam_transforms.ShardedBm25(DEPTH, 0.9, 0.4)
-        | beam.combiners.ToList()
         | beam.Map(
             lambda merged: out.write_text(
-                json.dumps(candidates.run_from_candidates(dict(merged), queries))
+                json.dumps(candidates.run_from_candidates(merged, queries))
             )
         )
     )

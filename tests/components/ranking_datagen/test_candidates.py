@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 from datagen_testlib import load_collection
 
 from components.ranking_datagen.candidates import (
+    ShardTop,
+    TopCandidates,
     bm25_run,
-    merge_candidates,
     rank_run,
     sharded_bm25_run,
 )
@@ -142,11 +144,55 @@ def test_sharded_bm25_edge_cases() -> None:
     assert sharded_bm25_run([], queries, 10, 0.9, 0.4, 5) == {q: {} for q in queries}
 
 
-def test_merge_candidates_orders_like_rank_run_and_keeps_a_docid_once() -> None:
-    a = [(3.0, "d1"), (2.0, "d5"), (2.0, "d2")]
-    b = [(2.0, "d3"), (2.5, "d1"), (1.0, "d9")]
-    merged = merge_candidates([a, b], depth=4)
-    assert merged == [(3.0, "d1"), (2.0, "d5"), (2.0, "d3"), (2.0, "d2")]
-    assert merge_candidates([b, a], depth=4) == merged
+def _rows(rows: list[tuple[int, float, str]]) -> ShardTop:
+    return ShardTop(
+        np.array([q for q, _, _ in rows], np.int32),
+        np.array([s for _, s, _ in rows], np.float32),
+        np.array([d for _, _, d in rows]),
+    )
+
+
+def _merged(parts: list[ShardTop], depth: int) -> list[tuple[int, float, str]]:
+    top = TopCandidates(depth)
+    for part in parts:
+        top.add(part)
+    result = top.result()
+    return list(zip(result.query.tolist(), result.score.tolist(), result.docid.tolist()))
+
+
+def test_top_candidates_orders_like_rank_run_and_keeps_a_docid_once() -> None:
+    a = _rows([(0, 3.0, "d1"), (0, 2.0, "d5"), (0, 2.0, "d2"), (1, 1.0, "x")])
+    b = _rows([(0, 2.0, "d3"), (0, 2.5, "d1"), (0, 1.0, "d9")])
+    merged = _merged([a, b], depth=4)
+    assert merged == [(0, 3.0, "d1"), (0, 2.0, "d5"), (0, 2.0, "d3"), (0, 2.0, "d2"), (1, 1.0, "x")]
+    assert _merged([b, a], depth=4) == merged
     # Associative: merging partial merges gives the same top.
-    assert merge_candidates([merge_candidates([a], 4), merge_candidates([b], 4)], 4) == merged
+    assert (
+        _merged([TopCandidates(4).add(a).result(), TopCandidates(4).add(b).result()], 4) == merged
+    )
+
+
+def test_top_candidates_equals_sorting_everything() -> None:
+    """Thousands of parts, so that rows are dropped below a query's depth-th score and the
+    kept rows are pruned many times: the same top as sorting every row at once."""
+    rng = np.random.default_rng(0)
+    parts, everything = [], []
+    for _ in range(2000):
+        rows = [
+            (int(q), float(np.float32(s)), f"d{d}")
+            for q, s, d in zip(
+                rng.integers(0, 30, 20), rng.integers(1, 40, 20) / 4, rng.integers(0, 500, 20)
+            )
+        ]
+        parts.append(_rows(rows))
+        everything += rows
+    depth = 7
+    best: dict[tuple[int, str], float] = {}
+    for q, s, d in everything:
+        best[(q, d)] = max(s, best.get((q, d), s))
+    expected = []
+    for q in sorted({q for q, _ in best}):
+        ranked = sorted(((s, d) for (q_, d), s in best.items() if q_ == q), reverse=True)
+        expected += [(q, s, d) for s, d in ranked[:depth]]
+    assert _merged(parts, depth) == expected
+    assert _merged(parts[::-1], depth) == expected
