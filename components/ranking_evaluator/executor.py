@@ -207,23 +207,28 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         # A fresh directory per pass: a retried execution must not read a failed one's parts.
         # Workers write it and read the splits and models: worker-reachable (worker_dirs.py).
         reads = {**{f"examples ({s})": u for s, u in zip(splits, split_uris)}, **models}
-        scores_prefix = os.path.join(
-            worker_dirs.work_dir(self, f"scores-{uuid.uuid4().hex}", "RankingEvaluator", reads),
-            "part",
+        scores_dir = worker_dirs.work_dir(
+            self, f"scores-{uuid.uuid4().hex}", "RankingEvaluator", reads
         )
         # A small split is scored in process: no Beam worker start-up (components/beam_mode.py).
         split_bytes = beam_mode.input_bytes([os.path.join(u, "*") for u in split_uris])
         make_pipeline = beam_mode.pipeline_maker(self, split_bytes, "RankingEvaluator")
         pass_phases: dict[str, float] = {}
-        runs, scored_by = scoring.score_split(
-            make_pipeline,
-            split_uris,
-            models,
-            batch_size=config.batch_size,
-            scores_prefix=scores_prefix,
-            phases=pass_phases,
-            reuse=reuse,
-        )
+        try:
+            runs, scored_by = scoring.score_split(
+                make_pipeline,
+                split_uris,
+                models,
+                batch_size=config.batch_size,
+                scores_prefix=os.path.join(scores_dir, "part"),
+                phases=pass_phases,
+                reuse=reuse,
+            )
+        finally:
+            # The scores are in `runs` now; under --temp_location (an object store) nothing
+            # else would delete them.
+            if tf.io.gfile.exists(scores_dir):
+                tf.io.gfile.rmtree(scores_dir)
         for key, value in pass_phases.items():
             phases[key] = round(phases.get(key, 0) + value, 2)
         phases["in_process"] = beam_mode.chooses_in_process(self, split_bytes)

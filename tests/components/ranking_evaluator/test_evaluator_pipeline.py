@@ -310,6 +310,9 @@ def test_executor_rejects_with_reasons(
     assert main_value == pytest.approx(
         run1.metrics["aggregate"]["candidate"]["ndcg_cut_10"], abs=1e-9
     )
+    # The per-example scores the workers wrote are deleted once read (under --temp_location
+    # nothing else would delete them).
+    assert not list((tmp_path / "tmp").glob("**/scores-*"))
 
 
 def test_tfma_with_the_trained_model_matches_the_evaluator(
