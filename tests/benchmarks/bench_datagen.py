@@ -1,15 +1,17 @@
-"""Benchmark: RankingDataGen end to end, Beam with 1 vs 2 workers vs a plain Python reference,
-tokenizer throughput against HuggingFace `tokenizers`, and peak memory.
+"""Benchmark: RankingDataGen end to end at 250k, 1M and 4M passages, Beam with 1 vs 2 workers
+vs a plain Python reference, peak memory per process, and tokenizer throughput against
+HuggingFace `tokenizers` (docs/datagen.md, "Performance").
 
-Run: .venv/bin/python tests/benchmarks/bench_datagen.py [--docs 200000] [--queries 200]
-         [--repeats 1] [--skip-cranfield] [--skip-synthetic] [--workers 1,2]
+Run: .venv/bin/python tests/benchmarks/bench_datagen.py [--docs 250000,1000000,4000000]
+         [--queries-per-1000-docs 1] [--repeats 1] [--modes beam-1w,beam-2w,reference]
+         [--skip-cranfield] [--skip-synthetic] [--runner-probe]
 
-Two collections, side by side: Cranfield from $RANKPIPE_SHARED_DATA (default
-<repo>/../shared/data) with pipelines/configs/cranfield-knrm.yaml (it learns its own
-8000-token vocabulary; cranfield.yaml needs the MiniLM checkpoint of `make pretrained`), and a
-synthetic BEIR-layout collection of --docs passages generated in a temp dir (Zipf-distributed
-vocabulary of 30k pseudo-words, 30-80 words a passage; --queries queries with 30 planted
-judgments each) with the default datagen config (BM25 depth 100, 8000-token vocabulary,
+Collections: Cranfield from $RANKPIPE_SHARED_DATA (default <repo>/../shared/data) with
+pipelines/configs/cranfield-knrm.yaml (it learns its own 8000-token vocabulary; cranfield.yaml
+needs the MiniLM checkpoint of `make pretrained`), and synthetic BEIR-layout collections of
+each --docs size generated in a temp dir (Zipf-distributed vocabulary of 30k pseudo-words,
+30-80 words a passage; --queries-per-1000-docs queries per 1,000 passages, each with 30
+planted judgments) with the default datagen config (BM25 depth 100, 8000-token vocabulary,
 pairwise x 64).
 
 For each collection, each mode runs in its own fresh subprocess (same imports, same warm-up):
@@ -19,13 +21,19 @@ For each collection, each mode runs in its own fresh subprocess (same imports, s
                      (same TF normalization), the same vocabulary learner, bm25s, splits,
                      sampling, the same tokenization graph run eagerly on batches, the same
                      example builder, seeded shuffle and gzip shards. No Beam, no tf.Transform.
-Timed: Do() / the reference function (imports excluded). Peak RSS: the subprocess and all its
-children (Beam's SDK workers), sampled every 50 ms. Then a tokenizer micro-benchmark on the
-collection's texts with the vocabulary the run learned: FastWordpieceTokenizer as our graph
-runs it (normalization + tokenization, tf.function, batches of 1024) vs HuggingFace tokenizers
-(BertNormalizer + BertPreTokenizer + WordPiece on the same vocab), both single-threaded, and
-the fraction of texts on which they give identical ids.
-Goals: 2 workers >= 1.6x of 1 worker; beam-1w within 1.25x of the reference.
+Beam modes run with the in-process switch for small inputs off (RANKPIPE_IN_PROCESS_BELOW_MB=0).
+Collections of 1M passages or more run once whatever --repeats says.
+Timed: Do() / the reference function (imports excluded). Peak RSS, sampled every 50 ms: of
+the whole tree, of the subprocess (the driver, on the DirectRunner also the runner) and of the
+largest of its children (Beam's SDK workers). Then a tokenizer micro-benchmark on Cranfield's
+and the smallest synthetic collection's texts with the vocabulary the run learned:
+FastWordpieceTokenizer as our graph runs it (normalization + tokenization, tf.function,
+batches of 1024) vs HuggingFace tokenizers (BertNormalizer + BertPreTokenizer + WordPiece on
+the same vocab), both single-threaded, and the fraction of texts with identical ids.
+Goals (issue 18): 2 workers >= 1.6x of 1 worker; beam-1w within 1.25x of the reference; from
+1M to 4M passages time <= 4.5x and peak RSS per worker <= 1.2x.
+--runner-probe measures only the runner: a pipeline that holds nothing, with and without a
+Reshuffle, at each --docs size (its worker's memory is the DirectRunner's own).
 """
 
 from __future__ import annotations
@@ -335,8 +343,35 @@ def tokenizer_bench(texts: list[str], vocab_path: str) -> dict:
     }
 
 
+def _probe_batches(total: int):
+    text = "lorem ipsum dolor " * 20
+    for start in range(0, total, 1024):
+        yield [(f"D{i}", text, 0, i) for i in range(start, min(total, start + 1024))]
+
+
+def runner_probe(num_docs: int, shuffle: bool) -> dict:
+    """A pipeline that holds nothing, on the runner RankingDataGen is measured on: batches of
+    documents -> (Reshuffle) -> len -> sum. Its SDK worker's peak RSS is the runner's own
+    memory per worker for that many documents crossing a shuffle."""
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    args = ["--direct_running_mode=multi_processing", "--direct_num_workers=1"]
+    start = time.perf_counter()
+    with beam.Pipeline(options=PipelineOptions(args)) as p:
+        batches = p | beam.Create([num_docs]) | beam.FlatMap(_probe_batches)
+        if shuffle:
+            batches = batches | beam.Reshuffle()
+        _ = batches | beam.Map(len) | beam.CombineGlobally(sum)
+    return {"seconds": time.perf_counter() - start, "documents": num_docs, "examples": 0}
+
+
 def child_main(args: argparse.Namespace) -> None:
     spec = json.loads(args.child)
+    if spec["mode"].startswith("probe"):
+        result = runner_probe(spec["docs"], spec["mode"] == "probe-shuffle")
+        print("RESULT " + json.dumps(result), flush=True)
+        return
     collection, datagen = collection_configs(spec["collection"], spec.get("data_dir"))
     out_dir = Path(tempfile.mkdtemp(prefix=f"bench-{spec['mode']}-"))
     try:
@@ -452,10 +487,23 @@ def main() -> None:
     parser.add_argument("--modes", default=",".join(MODES))
     parser.add_argument("--skip-cranfield", action="store_true")
     parser.add_argument("--skip-synthetic", action="store_true")
+    parser.add_argument(
+        "--runner-probe", action="store_true",
+        help="only the runner's own memory per worker: a pipeline that holds nothing, at each "
+        "--docs size, with and without a Reshuffle",
+    )  # fmt: skip
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child_main(args)
+        return
+    if args.runner_probe:
+        for num_docs in [int(n) for n in args.docs.split(",")]:
+            for mode in ("probe-shuffle", "probe-fused"):
+                r = run_child({"mode": mode, "docs": num_docs})
+                print(f"{mode} {num_docs} documents: {r.get('seconds', float('nan')):.1f}s, "
+                      f"largest worker {r['worker_rss_mb']:.0f} MB, driver "
+                      f"{r['driver_rss_mb']:.0f} MB {r.get('error', '')}", flush=True)  # fmt: skip
         return
 
     started = time.perf_counter()
