@@ -364,20 +364,6 @@ class TopCandidates:
         return self._kept
 
 
-def score_shard(
-    shard: ShardIndex,
-    queries: dict[str, list[str]],
-    stats: ShardStatistics,
-    depth: int,
-    k1: float,
-    b: float,
-) -> dict[str, list[tuple[float, str]]]:
-    """qid -> the top `depth` (score, docid) of this shard with score > 0, scored with the
-    global `stats` (Bm25Scorer); queries with no match are left out."""
-    scorer = Bm25Scorer(queries, stats, k1, b)
-    return scorer.lists(scorer.score(shard, depth))
-
-
 def sharded_bm25_run(
     documents: Iterable[tuple[str, str]],
     queries: dict[str, str],
