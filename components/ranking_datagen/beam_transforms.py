@@ -153,7 +153,7 @@ class _TopCandidates(beam.CombineFn):
 
 
 def _candidate_lists(top: candidates.ShardTop, query_tokens: dict[str, list[str]]) -> dict:
-    return candidates.Bm25Scorer.lists_of(top, sorted(query_tokens))
+    return candidates.candidate_lists(top, sorted(query_tokens))
 
 
 class ShardedBm25(beam.PTransform):

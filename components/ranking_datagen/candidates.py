@@ -199,6 +199,15 @@ class ShardTop(NamedTuple):
     docid: np.ndarray  # str (numpy unicode)
 
 
+def candidate_lists(top: ShardTop, qids: list[str]) -> dict[str, list[tuple[float, str]]]:
+    """Rows -> qid -> [(score, docid)] in rank order, for the queries with any row; `qids` are
+    the scorer's (the sorted qids of its queries)."""
+    out: dict[str, list[tuple[float, str]]] = {}
+    for q, score, docid in zip(top.query.tolist(), top.score.tolist(), top.docid.tolist()):
+        out.setdefault(qids[q], []).append((score, docid))
+    return out
+
+
 def _empty_top() -> ShardTop:
     return ShardTop(np.zeros(0, np.int32), np.zeros(0, np.float32), np.zeros(0, "U1"))
 
@@ -268,13 +277,11 @@ class Bm25Scorer:
         """The shard's top `depth` per query (documents with score > 0), as rows."""
         if not shard.docids or self._n == 0 or not len(self._token_term):
             return _empty_top()
-        slot = np.full(len(self._idf), -1, np.int64)
-        for i, term in enumerate(shard.terms):
-            slot[self._term_id[term]] = i
+        term_ids = np.array([self._term_id[t] for t in shard.terms], np.int64)
+        slot = np.full(len(self._idf), -1, np.int64)  # term id -> its index in the shard
+        slot[term_ids] = np.arange(len(term_ids))
         # Per posting: float32(idf * tf / (k1 * (1 - b + b * l_d / l_avg) + tf)).
-        term_of_posting = np.repeat(
-            np.array([self._term_id[t] for t in shard.terms], np.int64), np.diff(shard.offsets)
-        )
+        term_of_posting = np.repeat(term_ids, np.diff(shard.offsets))
         l_d = shard.lengths[shard.positions]
         norm = (self._k1 * ((1 - self._b) + self._b * l_d / self._l_avg)).astype(_TFC_DTYPE)
         tf = shard.tfs
@@ -300,18 +307,6 @@ class Bm25Scorer:
             docids[pairs[matched] % ndocs],
         )
         return _best_per_query(top, depth)
-
-    def lists(self, top: ShardTop) -> dict[str, list[tuple[float, str]]]:
-        """Rows -> qid -> [(score, docid)] in rank order, for the queries with any row."""
-        return self.lists_of(top, self.qids)
-
-    @staticmethod
-    def lists_of(top: ShardTop, qids: list[str]) -> dict[str, list[tuple[float, str]]]:
-        """`lists` with the scorer's qids (the sorted qids of its queries) given."""
-        out: dict[str, list[tuple[float, str]]] = {}
-        for q, score, docid in zip(top.query.tolist(), top.score.tolist(), top.docid.tolist()):
-            out.setdefault(qids[q], []).append((score, docid))
-        return out
 
 
 class TopCandidates:
@@ -386,7 +381,7 @@ def sharded_bm25_run(
     merged = TopCandidates(depth)
     for shard in shards:
         merged.add(scorer.score(shard, depth))
-    return run_from_candidates(scorer.lists(merged.result()), queries)
+    return run_from_candidates(candidate_lists(merged.result(), scorer.qids), queries)
 
 
 def run_from_candidates(
