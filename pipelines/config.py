@@ -230,6 +230,7 @@ class PipelineConfig:
 _PATH_KEYS = {
     "collection": ("documents", "queries", "qrels", "first_stage_run"),
     "datagen.vocab": ("vocab_file",),
+    "datagen.hybrid": ("checkpoint_dir",),
     "datagen.split": ("train_qids", "dev_qids", "test_qids"),
     "trainer.bert": ("checkpoint_dir",),
     "trainer.dual_encoder": ("checkpoint_dir",),
@@ -322,6 +323,10 @@ def check_input_paths(config: PipelineConfig) -> None:
         ckpt = getattr(config.trainer, model).checkpoint_dir
         key = f"trainer.{model}.checkpoint_dir"
         checks.append((key, ckpt and os.path.join(ckpt, "model.safetensors")))
+    hybrid = config.datagen.hybrid.checkpoint_dir
+    checks.append(
+        ("datagen.hybrid.checkpoint_dir", hybrid and os.path.join(hybrid, "model.safetensors"))
+    )
     for key, value in checks:
         if value and value.startswith(MISSING_PRETRAINED):
             raise ConfigError(

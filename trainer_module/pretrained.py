@@ -1,8 +1,8 @@
 """Where the `pretrained` extra's all-MiniLM-L6-v2 checkpoint is installed, without TensorFlow.
 
-A module of its own (not in models/hf_checkpoint.py) because pipelines/config.py needs the path
-for the ${RANKPIPE_MINILM} default at config-load time, and importing trainer_module.models
-imports TensorFlow and every model. Stdlib only.
+A module of its own (not in rankcore/encoders/hf_checkpoint.py) because pipelines/config.py
+needs the path for the ${RANKPIPE_MINILM} default at config-load time, and importing the
+encoders imports TensorFlow. Stdlib only.
 """
 
 from __future__ import annotations

@@ -10,11 +10,11 @@ import tensorflow as tf
 import tensorflow_transform as tft
 
 from rankcore import embeddings, fusion
+from rankcore.encoders import hf_checkpoint
 from trainer_module import hardware, validation
 from trainer_module.checkpointing import checkpoint_dir, run_fingerprint
 from trainer_module.config import TrainerConfig
 from trainer_module.export import export_serving_model
-from trainer_module.models import hf_checkpoint
 from trainer_module.task import RankingTask
 from trainer_module.training import Controller, TrainResult, worker_dir, write_results
 

@@ -166,12 +166,30 @@ class VocabConfig:
 
 
 @dataclass
+class HybridConfig:
+    """Hybrid candidates (components/ranking_datagen/dense.py): a sentence encoder's dense top-k
+    over the whole corpus joins the first stage's candidates; fusion runs over the union."""
+
+    # A Hugging Face sentence-encoder checkpoint directory (all-MiniLM-L6-v2: ${RANKPIPE_MINILM}),
+    # run as it is over every document; unset (the default): first-stage candidates only.
+    checkpoint_dir: str | None = None
+    depth: int = 100  # dense candidates per query, added to the first stage's
+    lowercase: bool = True  # case-fold before the checkpoint's WordPiece (uncased checkpoints)
+    batch_size: int = 64  # texts per encoder call
+
+    def __post_init__(self) -> None:
+        config_loader.positive("depth", self.depth)
+        config_loader.positive("batch_size", self.batch_size)
+
+
+@dataclass
 class DatagenConfig:
     candidates_depth: int = 100  # first-stage candidates kept per query (top k)
     bm25: Bm25Config = field(default_factory=Bm25Config)
     split: SplitConfig = field(default_factory=SplitConfig)
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     vocab: VocabConfig = field(default_factory=VocabConfig)
+    hybrid: HybridConfig = field(default_factory=HybridConfig)
     max_query_length: int = 32  # query token ids kept (truncated beyond)
     max_doc_length: int = 256  # document token ids kept (truncated beyond)
     # 0 = derive from the number of examples (about 20k examples a shard).

@@ -40,6 +40,7 @@ from components.executor_types import Artifacts
 from components.executor_types import ExecProperties as Props
 from components.ranking_datagen import (
     candidates,
+    dense,
     outputs,
     passes,
     readers,
@@ -173,6 +174,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
                 "queries_with_candidates": sum(1 for v in plan.ranked.values() if v),
                 "run_qids_without_query": plan.run_qids_without_query,
             },
+            **({"hybrid": plan.hybrid} if plan.hybrid else {}),
             "vocabulary": {
                 "source": "file" if inputs.vocab_file else "learned",
                 "size": len(vocab),
@@ -261,6 +263,20 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         ranked = candidates.rank_run(
             {q: d for q, d in raw_run.items() if q in inputs.queries}, cfg.candidates_depth
         )
+        hybrid = None
+        if cp.dense is not None:
+            first_stage_recall = dense.candidate_recall(ranked, inputs.judgments.qrels)
+            dense_lists = {q: [(s, d) for s, d in docs] for q, docs in cp.dense.items()}
+            ranked, added = dense.join_candidates(ranked, dense_lists)
+            union_recall = dense.candidate_recall(ranked, inputs.judgments.qrels)
+            hybrid = {
+                "dense_depth": cfg.hybrid.depth,
+                "candidates_added": added,
+                "relevant_judged": union_recall["relevant_judged"],
+                "relevant_in_first_stage": first_stage_recall["relevant_in_candidates"],
+                "relevant_in_union": union_recall["relevant_in_candidates"],
+            }
+            logging.info("Hybrid candidates: %s", hybrid)
         split_cfg = cfg.split
         fold_of: dict[str, int] | None = None
         if num_folds:
@@ -332,6 +348,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
             per_split=per_split,
             num_shards=num_shards,
             positive_threshold=threshold,
+            hybrid=hybrid,
         )
 
     @staticmethod
@@ -401,6 +418,7 @@ class _Plan(NamedTuple):
     per_split: dict[str, int]  # groups (= examples) per split
     num_shards: dict[str, int]
     positive_threshold: int  # datagen.sampling.positive_threshold, `auto` resolved
+    hybrid: dict[str, int] | None  # datagen.hybrid on: the union's counts for the summary
 
 
 def _cross_validation_summary(plan: _Plan, cfg: DatagenConfig) -> dict[str, Any]:

@@ -140,6 +140,12 @@ def _write_bm25(
     return {docid for docs in run.values() for docid in docs}
 
 
+def _write_dense(lists: dict[str, list[tuple[float, str]]], path: str) -> set[str]:
+    """The dense candidates -> JSON; returns their docids (pass 2 needs their texts)."""
+    _write_json(lists, path)
+    return {docid for docs in lists.values() for _, docid in docs}
+
+
 class CollectionPass(NamedTuple):
     num_documents: int
     found_docids: set[str]  # the asked-for docids (and BM25 candidates) found in the corpus
@@ -148,6 +154,8 @@ class CollectionPass(NamedTuple):
     # docid -> [file index, start line] of each copy, in file order (only across 2+ files)
     duplicates: dict[str, list[list[int]]]
     bm25: dict[str, dict[str, float]] | None
+    # datagen.hybrid on: qid -> its dense top [[score, docid]] (dense.py), else None
+    dense: dict[str, list[list]] | None
     # JSON-lines files of [docid, text, file index]: the documents pass 2 may need.
     text_files: list[str]
     counters: dict[str, int]
@@ -164,13 +172,21 @@ def collection_pass(
     work_dir: str,
 ) -> CollectionPass:
     """Pass 1: reads and counts the documents, finds which `needed` docids exist, learns the
-    vocabulary into `learn_vocab_to` (if given), runs BM25 (if `need_bm25`) and keeps the texts
-    of the needed and BM25-retrieved documents for pass 2, which so does not read the corpus
-    again."""
+    vocabulary into `learn_vocab_to` (if given), runs BM25 (if `need_bm25`) and the dense
+    retrieval of hybrid candidates (if `cfg.hybrid.checkpoint_dir`), and keeps the texts of the
+    needed and retrieved documents for pass 2, which so does not read the corpus again."""
     pass_dir = os.path.join(work_dir, "pass1")
     files = {
         name: os.path.join(pass_dir, f"{name}.json")
-        for name in ("documents", "found", "bad_count", "bad_examples", "duplicates", "bm25")
+        for name in (
+            "documents",
+            "found",
+            "bad_count",
+            "bad_examples",
+            "duplicates",
+            "bm25",
+            "dense",
+        )
     }
     queries_path = write_pickle(os.path.join(pass_dir, "queries.pkl"), queries)
     query_tokens_path = (
@@ -246,6 +262,13 @@ def collection_pass(
             )
         else:
             candidate_sets = p | "NoCandidates" >> beam.Create([])
+        if cfg.hybrid.checkpoint_dir:
+            dense_sets = (
+                batches
+                | "Dense" >> beam_transforms.DenseRetrieval(cfg, queries_path, sorted(queries))
+                | "WriteDense" >> beam.Map(_write_dense, files["dense"])
+            )
+            candidate_sets = (candidate_sets, dense_sets) | "AllCandidates" >> beam.Flatten()
         wanted = batches | "Wanted" >> beam.ParDo(
             _KeepWanted(needed_path), candidate_sets=beam.pvalue.AsList(candidate_sets)
         )
@@ -269,6 +292,7 @@ def collection_pass(
         bad_document_examples=[BadRecord(*r) for r in _read_json(files["bad_examples"])],
         duplicates=_read_json(files["duplicates"]) if len(read.paths) > 1 else {},
         bm25=_read_json(files["bm25"]) if need_bm25 else None,
+        dense=_read_json(files["dense"]) if cfg.hybrid.checkpoint_dir else None,
         text_files=sorted(tf.io.gfile.glob(texts_prefix + "*")),
         counters=counters,
     )

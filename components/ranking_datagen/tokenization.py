@@ -163,28 +163,37 @@ def unk_id(vocab: list[str]) -> int:
     return vocab.index("[UNK]")
 
 
-def make_preprocessing_fn(vocab_file: str, lowercase: bool = True) -> Callable:
-    """Returns the tf.Transform preprocessing_fn: raw `text` -> normalized WordPiece `token_ids`.
-
-    Input feature spec: {"text": tf.io.FixedLenFeature([], tf.string)}.
-    Outputs: `token_ids` (VarLen int64) and `unk_count` (int64 scalar, for the OOV rate).
-    """
-    # The tokenizer's model (a flatbuffer) is compiled once here. Built from `vocab=` inside
-    # the function, every trace (tf.Transform traces several times) would recompile it and turn
-    # it into a constant through a Python list of ints: ~2 s a trace.
-    model = np.frombuffer(
+def wordpiece_model(vocab_file: str) -> np.ndarray:
+    """FastWordpieceTokenizer's model (a flatbuffer) for a vocab.txt, compiled once: built from
+    `vocab=` inside a traced function, every trace (tf.Transform traces several times) would
+    recompile it and turn it into a constant through a Python list of ints, ~2 s a trace."""
+    return np.frombuffer(
         model_builder.build_fast_wordpiece_model(
             read_vocab(vocab_file), 100, "##", "[UNK]", False, False
         ),
         dtype=np.uint8,
     )
 
+
+def tokenize(texts: tf.Tensor, model: np.ndarray, lowercase: bool) -> tf.RaggedTensor:
+    """Strings [N] -> WordPiece ids [N, (tokens)] (int64): the one "text -> token ids", run by
+    the preprocessing_fn below and by the dense retrieval of hybrid candidates (dense.py)."""
+    tokenizer = tf_text.FastWordpieceTokenizer(
+        model_buffer=tf.constant(model), token_out_type=tf.int64
+    )
+    return tokenizer.tokenize(normalize(texts, lowercase))
+
+
+def make_preprocessing_fn(vocab_file: str, lowercase: bool = True) -> Callable:
+    """Returns the tf.Transform preprocessing_fn: raw `text` -> normalized WordPiece `token_ids`.
+
+    Input feature spec: {"text": tf.io.FixedLenFeature([], tf.string)}.
+    Outputs: `token_ids` (VarLen int64) and `unk_count` (int64 scalar, for the OOV rate).
+    """
+    model = wordpiece_model(vocab_file)
+
     def preprocessing_fn(inputs: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
-        texts = tf.reshape(inputs[RAW_TEXT_KEY], [-1])
-        tokenizer = tf_text.FastWordpieceTokenizer(
-            model_buffer=tf.constant(model), token_out_type=tf.int64
-        )
-        tokens = tokenizer.tokenize(normalize(texts, lowercase))
+        tokens = tokenize(tf.reshape(inputs[RAW_TEXT_KEY], [-1]), model, lowercase)
         # A lookup table over the vocab file makes TF track the file as an asset of the graph;
         # annotate_asset names it so the Trainer finds it via vocabulary_file_by_name.
         table = tf.lookup.StaticHashTable(

@@ -21,6 +21,15 @@ Systems (per collection):
   de-fine-tuned   the same with trainer.train_steps=80, in-batch + BM25 hard negatives (what
                   msmarco-subset.yaml ships)
   ce-fine-tuned   the same data with model=bert (the MiniLM cross-encoder) and CE_RECIPE
+  de-hybrid       de-zero-shot with hybrid candidates (datagen.hybrid: MiniLM's dense top 100
+                  over the whole corpus joined to BM25's top 100; docs/datagen.md)
+
+Choosing between candidate sets on dev needs a dev figure that counts every judged document:
+the Trainer's dev nDCG (dev_fused) judges only the candidates the examples hold, so a larger
+candidate set (hybrid) lowers it by finding more relevant documents. With --folds K and a
+zero-shot recipe (the same model in every fold branch), `dev_full` is that figure over full
+judgments: each query is fused at the alpha of the branch that validated on it (its dev fold)
+and scored with every judgment, from the evaluator's reranker and first-stage runs.
 """
 
 from __future__ import annotations
@@ -36,6 +45,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_common import REPO_ROOT, readonly_store  # noqa: E402
+
+from pipelines.config import load_config  # noqa: E402
 
 COLLECTIONS = {
     "cranfield": {"dual": "cranfield", "knrm": "cranfield-knrm"},
@@ -55,10 +66,14 @@ CE_RECIPE = [
 SYSTEMS = {
     "knrm": ("knrm", []),
     "de-zero-shot": ("dual", ["trainer.train_steps=0"]),
+    "de-hybrid": (
+        "dual",
+        ["trainer.train_steps=0", "datagen.hybrid.checkpoint_dir=${RANKPIPE_MINILM}"],
+    ),
     "de-fine-tuned": ("dual", ["trainer.train_steps=80"]),
     "ce-fine-tuned": ("dual", CE_RECIPE),
 }
-MEASURES = ("ndcg_cut_10", "map", "mrr_cut_10")
+MEASURES = ("ndcg_cut_10", "map", "mrr_cut_10", "recall_100")
 
 
 def run(config: str, name: str, overrides: list[str], outputs: Path) -> tuple[Path, float]:
@@ -86,8 +101,39 @@ def latest(pipeline_root: Path, type_name: str, producer: str | None = None) -> 
     return max(artifacts, key=lambda a: a.id).uri
 
 
-def rows_of(system: str, pipeline_root: Path, seconds: float) -> tuple[list[dict], dict]:
-    with open(os.path.join(latest(pipeline_root, "ModelEvaluation"), "metrics.json")) as f:
+def dev_over_full_judgments(
+    evaluation: str, metrics: dict, pipeline_root: Path, split_seed: int
+) -> float:
+    """Mean nDCG@10 (the main metric) of every judged query fused at the alpha of the fold
+    branch that validated on it, over the full qrels. Valid for a zero-shot recipe only: the
+    reranker run then holds the one model's scores, the same in every branch."""
+    from components.ranking_datagen.splits import fold_of
+    from rankcore import folds
+    from rankcore.fusion import fuse_run
+    from rankcore.metrics import compute_metrics, read_qrels, read_run
+
+    k = metrics["cross_validation"]["folds"]
+    alphas = metrics["fusion"]["alphas"]
+    qrels = read_qrels(os.path.join(latest(pipeline_root, "rankpipe.Qrels"), "qrels.txt"))
+    reranker = read_run(os.path.join(evaluation, metrics["runs"]["reranker"]))
+    first = read_run(os.path.join(evaluation, metrics["runs"]["first_stage"]))
+    alpha_of_dev_fold = {folds.branch(f, k).dev: alphas[f] for f in range(k)}
+    run = {}
+    for qid in qrels:
+        alpha = alpha_of_dev_fold[fold_of(qid, k, split_seed)]
+        if qid in reranker:
+            run.update(fuse_run({qid: reranker[qid]}, {qid: first[qid]}, alpha))
+    main = metrics["main_metric"]
+    per_query = compute_metrics(qrels, run, [main], relevance_level=metrics["relevance_level"])
+    # Queries with no candidate score 0, as trec_eval -c counts them.
+    return sum(per_query.get(q, {}).get(main, 0.0) for q in qrels) / len(qrels)
+
+
+def rows_of(
+    system: str, pipeline_root: Path, seconds: float, split_seed: int = 0
+) -> tuple[list[dict], dict]:
+    evaluation = latest(pipeline_root, "ModelEvaluation")
+    with open(os.path.join(evaluation, "metrics.json")) as f:
         metrics = json.load(f)
     with open(
         os.path.join(latest(pipeline_root, "ModelRun", "Trainer"), "train_results.json")
@@ -140,6 +186,10 @@ def rows_of(system: str, pipeline_root: Path, seconds: float) -> tuple[list[dict
         dev_fused = cv_fusion["dev_fused"]
         dev_row["fold_alphas"] = " ".join(f"{a:.2f}" for a in cv_fusion["alphas"])
         dev_row["fold_dev_fused_mean"] = sum(dev_fused) / len(dev_fused)
+        if trained["steps"] == 0:
+            dev_row["dev_full"] = dev_over_full_judgments(
+                evaluation, metrics, pipeline_root, split_seed
+            )
     return [first, *out], dev_row
 
 
@@ -181,7 +231,9 @@ def main() -> None:
                 [*overrides, *folds],
                 outputs,
             )
-            rows, dev = rows_of(system, root, seconds)
+            config = COLLECTIONS[collection][kind]
+            seed = load_config(config, [*overrides, *folds]).datagen.split.seed
+            rows, dev = rows_of(system, root, seconds, seed)
             if not test_rows:
                 test_rows.append(rows[0])  # BM25 once
             test_rows += rows[1:]
@@ -206,7 +258,7 @@ def main() -> None:
                     "dev_first_stage",
                     "dev_reranker",
                     "dev_fused",
-                    *(["fold_alphas", "fold_dev_fused_mean"] if args.folds else []),
+                    *(["fold_alphas", "fold_dev_fused_mean", "dev_full"] if args.folds else []),
                 ],
             )
         )

@@ -58,11 +58,11 @@ import tf_keras as keras  # noqa: E402
 from bench_common import readonly_store, run_cranfield_pipeline  # noqa: E402
 
 from components import artifacts  # noqa: E402
+from rankcore.encoders import hf_checkpoint  # noqa: E402
 from rankcore.metrics import compute_metrics, mean_metrics, rank_documents, read_qrels, read_run  # noqa: E402
 from trainer_module import inputs  # noqa: E402
 from trainer_module.config import TrainerConfig  # noqa: E402
 from trainer_module.models import bert as bert_model  # noqa: E402
-from trainer_module.models import hf_checkpoint  # noqa: E402
 from trainer_module.run_fn import read_vocab  # noqa: E402
 from trainer_module.task import RankingTask  # noqa: E402
 from trainer_module.training import Controller  # noqa: E402

@@ -129,6 +129,15 @@ def test_missing_input_file_names_key(tmp_path: Path, shared_data: Path) -> None
         load_config(path)
 
 
+def test_missing_hybrid_checkpoint_names_key(tmp_path: Path, shared_data: Path) -> None:
+    data = yaml.safe_load((CONFIG_DIR / "cranfield-knrm.yaml").read_text())
+    data["datagen"]["hybrid"] = {"checkpoint_dir": str(tmp_path / "no-ckpt")}
+    path = _write(tmp_path, data)
+    pattern = r"datagen\.hybrid\.checkpoint_dir: no such file: .*no-ckpt/model\.safetensors"
+    with pytest.raises(ConfigError, match=pattern):
+        load_config(path)
+
+
 def test_missing_collection_section(tmp_path: Path) -> None:
     path = _write(tmp_path, {"trainer": {"train_steps": 5}})
     with pytest.raises(ConfigError, match="missing section 'collection'"):

@@ -11,7 +11,8 @@ import tensorflow as tf
 import tfx.v1 as tfx
 import trainer_testdata
 
-from trainer_module.models import build_model, hf_checkpoint
+from rankcore.encoders import hf_checkpoint
+from trainer_module.models import build_model
 from trainer_module.optimization import split_variables
 from trainer_module.run_fn import run_fn
 

@@ -15,9 +15,10 @@ from apache_beam.metrics.metric import MetricsFilter
 
 from components.ranking_evaluator import scoring
 from rankcore import embeddings, fusion
+from rankcore.encoders import hf_checkpoint
 from rankcore.metrics import aggregate, compute_metrics, rank_documents
 from trainer_module import losses, validation
-from trainer_module.models import build_model, hf_checkpoint
+from trainer_module.models import build_model
 from trainer_module.run_fn import read_vocab, run_fn
 
 QUERIES = ["alpha beta", "gamma", "delta epsilon zeta", ""]

@@ -2,7 +2,8 @@
 uses all-MiniLM-L6-v2: query and document are encoded separately by the same encoder
 (`[CLS] text [SEP]`, token types 0), the final hidden states are mean-pooled over the real tokens
 (`[CLS]` and `[SEP]` included, as the sentence-transformers attention mask includes them), L2
-normalised, and the score is the cosine similarity of the two vectors.
+normalised, and the score is the cosine similarity of the two vectors (rankcore/encoders/
+sentence.py, the one definition of that embedding, shared with RankingDataGen's dense retrieval).
 
 The model keeps the registry's contract ((query ids [B, Lq], doc ids [B, Ld]) -> scores [B]) for
 validation, export and evaluation, and exposes `embed` so the in-batch loss (trainer_module/
@@ -17,24 +18,11 @@ from __future__ import annotations
 import tensorflow as tf
 import tf_keras as keras
 
+from rankcore.encoders import hf_checkpoint
+from rankcore.encoders.bert import BertEncoder
+from rankcore.encoders.hf_checkpoint import BertArchitecture
+from rankcore.encoders.sentence import frame_single, mean_pool
 from trainer_module.config import DualEncoderConfig
-from trainer_module.models import hf_checkpoint
-from trainer_module.models.bert import BertEncoder
-from trainer_module.models.hf_checkpoint import BertArchitecture
-
-
-def frame_single(ids: tf.Tensor, cls_id: int, sep_id: int) -> tuple[tf.Tensor, ...]:
-    """Right-padded ids [B, L] -> `[CLS] ids [SEP]` tokens [B, L + 2], segment ids (all 0),
-    positions and the real-token mask. `[SEP]` follows the last real token; an empty text
-    gives `[CLS] [SEP]`. Positions count real tokens only, as a packed sequence would."""
-    batch = tf.shape(ids)[0]
-    cls = tf.fill([batch, 1], tf.constant(cls_id, ids.dtype))
-    tokens = tf.concat([cls, ids, tf.zeros_like(ids[:, :1])], axis=1)
-    lengths = tf.reduce_sum(tf.cast(tokens != 0, tf.int32), axis=1)
-    tokens = tokens + tf.one_hot(lengths, tf.shape(tokens)[1], dtype=tokens.dtype) * sep_id
-    mask = tf.not_equal(tokens, 0)
-    positions = tf.maximum(tf.cumsum(tf.cast(mask, tf.int32), axis=1) - 1, 0)
-    return tokens, tf.zeros_like(tokens, tf.int32), positions, mask
 
 
 class DualEncoder(keras.Model):
@@ -63,11 +51,7 @@ class DualEncoder(keras.Model):
         """Right-padded ids [B, L] -> L2-normalised mean-pooled embeddings [B, H] (float32)."""
         tokens, types, positions, mask = frame_single(ids, self.cls_id, self.sep_id)
         hidden, _ = self.encoder(tokens, types, positions, mask, training=training)
-        weights = tf.cast(mask, tf.float32)[..., None]
-        pooled = tf.reduce_sum(tf.cast(hidden, tf.float32) * weights, axis=1) / tf.reduce_sum(
-            weights, axis=1
-        )
-        return tf.math.l2_normalize(pooled, axis=-1)
+        return mean_pool(hidden, mask)
 
     def call(self, inputs: tuple[tf.Tensor, tf.Tensor], training: bool = False) -> tf.Tensor:
         query, doc = inputs

@@ -5,6 +5,7 @@ from __future__ import annotations
 import tensorflow as tf
 import tf_keras as keras
 
+from rankcore.encoders.bert import GeneratorDropout
 from trainer_module.config import TransformerConfig
 
 # Ids of the datagen's reserved tokens ([PAD], [UNK], [CLS], [SEP], [MASK]) in a learned
@@ -46,25 +47,6 @@ def frame_pair(
     segments = tf.cast(tf.range(tf.shape(tokens)[1]) >= q_width, tf.int32)
     segments = tf.broadcast_to(segments[None, :], tf.shape(tokens))
     return tokens, segments, positions, mask
-
-
-class GeneratorDropout(keras.layers.Layer):
-    """Dropout drawing from a shared tf.random.Generator.
-
-    Keras' Dropout keeps its RNG state out of checkpoints; a Generator is a variable, so the
-    training checkpoint holds it and a resumed run draws exactly the same masks.
-    """
-
-    def __init__(self, rate: float, generator: tf.random.Generator, **kwargs):
-        super().__init__(**kwargs)
-        self.rate = rate
-        self._generator = [generator]  # a list: tracked once, by the owning model
-
-    def call(self, x: tf.Tensor, training: bool = False) -> tf.Tensor:
-        if not training or self.rate == 0.0:
-            return x
-        keep = self._generator[0].uniform(tf.shape(x)) >= self.rate
-        return tf.where(keep, x / (1.0 - self.rate), tf.zeros_like(x))
 
 
 class EncoderLayer(keras.layers.Layer):

@@ -1,0 +1,231 @@
+"""The BERT encoder (post-LN) of a Hugging Face checkpoint, as Keras layers.
+
+In rankcore because two layers run it: the Trainer (trainer_module/models: the BERT
+cross-encoder and the dual encoder) and RankingDataGen's dense retrieval for hybrid candidates
+(components/ranking_datagen/dense.py), and those two never import each other.
+
+Word + position + token-type embeddings, LayerNorm; N x [self-attention, add & LayerNorm, GELU
+FFN, add & LayerNorm]; variables named so `checkpoint_variables` maps every HF tensor to one.
+"""
+
+from __future__ import annotations
+
+import math
+
+import tensorflow as tf
+import tf_keras as keras
+
+from rankcore.encoders.hf_checkpoint import BertArchitecture
+
+
+class GeneratorDropout(keras.layers.Layer):
+    """Dropout drawing from a shared tf.random.Generator.
+
+    Keras' Dropout keeps its RNG state out of checkpoints; a Generator is a variable, so the
+    training checkpoint holds it and a resumed run draws exactly the same masks.
+    """
+
+    def __init__(self, rate: float, generator: tf.random.Generator, **kwargs):
+        super().__init__(**kwargs)
+        self.rate = rate
+        self._generator = [generator]  # a list: tracked once, by the owning model
+
+    def call(self, x: tf.Tensor, training: bool = False) -> tf.Tensor:
+        if not training or self.rate == 0.0:
+            return x
+        keep = self._generator[0].uniform(tf.shape(x)) >= self.rate
+        return tf.where(keep, x / (1.0 - self.rate), tf.zeros_like(x))
+
+
+_MASKED = -1e9  # added to attention logits of [PAD] keys (float32 softmax: exp -> exactly 0)
+POOLER = "pooler.dense"  # the HF name of the checkpoint's [CLS] pooler
+
+
+def activation(name: str):
+    """HF `hidden_act` -> a Keras activation."""
+    if name == "gelu":  # HF's "gelu" is the exact erf form
+        return lambda x: keras.activations.gelu(x, approximate=False)
+    if name in ("gelu_new", "gelu_pytorch_tanh", "gelu_fast"):
+        return lambda x: keras.activations.gelu(x, approximate=True)
+    if name in ("relu", "tanh", "silu", "swish"):
+        return keras.activations.get(name)
+    raise ValueError(f"bert checkpoint: hidden_act {name!r} is not supported")
+
+
+def _layer_norm(arch: BertArchitecture, name: str) -> keras.layers.LayerNormalization:
+    return keras.layers.LayerNormalization(epsilon=arch.layer_norm_eps, name=name)
+
+
+class BertSelfAttention(keras.layers.Layer):
+    """Multi-head self-attention + output projection, add & LayerNorm (BertAttention)."""
+
+    def __init__(
+        self,
+        arch: BertArchitecture,
+        hidden_dropout: float,
+        attention_dropout: float,
+        generator: tf.random.Generator,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.num_heads = arch.num_heads
+        self.head_size = arch.hidden_size // arch.num_heads
+        self.query = keras.layers.Dense(arch.hidden_size, name="query")
+        self.key = keras.layers.Dense(arch.hidden_size, name="key")
+        self.value = keras.layers.Dense(arch.hidden_size, name="value")
+        self.output_dense = keras.layers.Dense(arch.hidden_size, name="output_dense")
+        self.output_norm = _layer_norm(arch, "output_layer_norm")
+        self.probs_dropout = GeneratorDropout(attention_dropout, generator)
+        self.dropout = GeneratorDropout(hidden_dropout, generator)
+
+    def _heads(self, x: tf.Tensor, batch: tf.Tensor, length: tf.Tensor) -> tf.Tensor:
+        x = tf.reshape(x, [batch, length, self.num_heads, self.head_size])
+        return tf.transpose(x, [0, 2, 1, 3])  # [B, heads, L, head_size]
+
+    def call(self, x: tf.Tensor, key_bias: tf.Tensor, training: bool = False) -> tf.Tensor:
+        batch, length = tf.shape(x)[0], tf.shape(x)[1]
+        q = self._heads(self.query(x), batch, length)
+        k = self._heads(self.key(x), batch, length)
+        v = self._heads(self.value(x), batch, length)
+        logits = tf.matmul(q, k, transpose_b=True) * (1.0 / math.sqrt(self.head_size))
+        # Softmax in float32 under mixed precision; key_bias [B, 1, 1, L] masks [PAD] keys.
+        probs = tf.nn.softmax(tf.cast(logits, tf.float32) + key_bias, axis=-1)
+        probs = self.probs_dropout(tf.cast(probs, v.dtype), training=training)
+        context = tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3])
+        context = tf.reshape(context, [batch, length, self.num_heads * self.head_size])
+        out = self.dropout(self.output_dense(context), training=training)
+        return self.output_norm(x + out)
+
+
+class BertLayer(keras.layers.Layer):
+    """BertLayer: attention block, then intermediate (activation) + output, add & LayerNorm."""
+
+    def __init__(
+        self,
+        arch: BertArchitecture,
+        hidden_dropout: float,
+        attention_dropout: float,
+        generator: tf.random.Generator,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.attention = BertSelfAttention(
+            arch, hidden_dropout, attention_dropout, generator, name="attention"
+        )
+        self.intermediate = keras.layers.Dense(
+            arch.intermediate_size, activation=activation(arch.hidden_act), name="intermediate"
+        )
+        self.output_dense = keras.layers.Dense(arch.hidden_size, name="output_dense")
+        self.output_norm = _layer_norm(arch, "output_layer_norm")
+        self.dropout = GeneratorDropout(hidden_dropout, generator)
+
+    def call(self, x: tf.Tensor, key_bias: tf.Tensor, training: bool = False) -> tf.Tensor:
+        x = self.attention(x, key_bias, training=training)
+        out = self.dropout(self.output_dense(self.intermediate(x)), training=training)
+        return self.output_norm(x + out)
+
+
+class BertEncoder(keras.layers.Layer):
+    """Embeddings + layers (+ the checkpoint's pooler): every pretrained variable."""
+
+    def __init__(
+        self,
+        arch: BertArchitecture,
+        hidden_dropout: float,
+        attention_dropout: float,
+        generator: tf.random.Generator,
+        with_pooler: bool,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.arch = arch
+        init = keras.initializers.TruncatedNormal(stddev=0.02)  # overwritten by the checkpoint
+        self.word_embeddings = keras.layers.Embedding(
+            arch.vocab_size, arch.hidden_size, embeddings_initializer=init, name="word_embeddings"
+        )
+        self.position_embeddings = keras.layers.Embedding(
+            arch.max_position,
+            arch.hidden_size,
+            embeddings_initializer=init,
+            name="position_embeddings",
+        )
+        self.token_type_embeddings = keras.layers.Embedding(
+            arch.type_vocab_size,
+            arch.hidden_size,
+            embeddings_initializer=init,
+            name="token_type_embeddings",
+        )
+        self.embeddings_norm = _layer_norm(arch, "embeddings_layer_norm")
+        self.dropout = GeneratorDropout(hidden_dropout, generator)
+        self.layers_ = [
+            BertLayer(arch, hidden_dropout, attention_dropout, generator, name=f"layer_{i}")
+            for i in range(arch.num_layers)
+        ]
+        self.pooler = (
+            keras.layers.Dense(arch.hidden_size, activation="tanh", name="pooler")
+            if with_pooler
+            else None
+        )
+
+    def call(
+        self,
+        tokens: tf.Tensor,
+        token_types: tf.Tensor,
+        positions: tf.Tensor,
+        mask: tf.Tensor,
+        training: bool = False,
+    ) -> tuple[tf.Tensor, tf.Tensor]:
+        """Final hidden states [B, L, H] (pad positions hold garbage; never read) and the
+        [CLS] vector [B, H], through the checkpoint's pooler when there is one."""
+        x = (
+            self.word_embeddings(tokens)
+            + self.position_embeddings(positions)
+            + self.token_type_embeddings(token_types)
+        )
+        x = self.dropout(self.embeddings_norm(x), training=training)
+        key_bias = tf.where(mask, 0.0, _MASKED)[:, None, None, :]
+        for layer in self.layers_:
+            x = layer(x, key_bias, training=training)
+        # Applied here, not by the caller, so its variables are named under encoder/.
+        cls = x[:, 0] if self.pooler is None else self.pooler(x[:, 0])
+        return x, cls
+
+    def checkpoint_variables(self) -> dict[str, tuple[tf.Variable, bool]]:
+        """HF tensor name -> (variable, whether the HF tensor is a transposed Linear weight)."""
+        out: dict[str, tuple[tf.Variable, bool]] = {
+            "embeddings.word_embeddings.weight": (self.word_embeddings.embeddings, False),
+            "embeddings.position_embeddings.weight": (self.position_embeddings.embeddings, False),
+            "embeddings.token_type_embeddings.weight": (
+                self.token_type_embeddings.embeddings,
+                False,
+            ),
+        }
+        out.update(_norm_variables("embeddings.LayerNorm", self.embeddings_norm))
+        for i, layer in enumerate(self.layers_):
+            prefix = f"encoder.layer.{i}"
+            att = layer.attention
+            for hf, dense in (
+                (f"{prefix}.attention.self.query", att.query),
+                (f"{prefix}.attention.self.key", att.key),
+                (f"{prefix}.attention.self.value", att.value),
+                (f"{prefix}.attention.output.dense", att.output_dense),
+                (f"{prefix}.intermediate.dense", layer.intermediate),
+                (f"{prefix}.output.dense", layer.output_dense),
+            ):
+                out.update(_dense_variables(hf, dense))
+            out.update(_norm_variables(f"{prefix}.attention.output.LayerNorm", att.output_norm))
+            out.update(_norm_variables(f"{prefix}.output.LayerNorm", layer.output_norm))
+        if self.pooler is not None:
+            out.update(_dense_variables(POOLER, self.pooler))
+        return out
+
+
+def _dense_variables(name: str, dense: keras.layers.Dense) -> dict[str, tuple[tf.Variable, bool]]:
+    # torch Linear stores weight [out, in]; a Keras Dense kernel is [in, out].
+    return {f"{name}.weight": (dense.kernel, True), f"{name}.bias": (dense.bias, False)}
+
+
+def _norm_variables(
+    name: str, norm: keras.layers.LayerNormalization
+) -> dict[str, tuple[tf.Variable, bool]]:
+    return {f"{name}.weight": (norm.gamma, False), f"{name}.bias": (norm.beta, False)}
