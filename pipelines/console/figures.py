@@ -53,7 +53,15 @@ def datagen_figure(summary: dict) -> str:
         f"{split} {n:,}" for split, n in examples.items()
     )
     bad = (summary.get("bad_records") or {}).get("total", 0)
-    return text + (f"; {bad:,} bad records skipped)" if bad else ")")
+    text += f"; {bad:,} bad records skipped)" if bad else ")"
+    hybrid = summary.get("hybrid")
+    if hybrid:  # datagen.hybrid: what the dense candidates added (docs/datagen.md)
+        text += (
+            f"; hybrid +{hybrid['candidates_added']:,} dense candidates, judged relevant in "
+            f"candidates {hybrid['relevant_in_first_stage']:,} -> "
+            f"{hybrid['relevant_in_union']:,} of {hybrid['relevant_judged']:,}"
+        )
+    return text
 
 
 def _trainer_figure(model_run: Any) -> str:

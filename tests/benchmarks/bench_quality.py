@@ -17,11 +17,11 @@ the README's cross-validated one was measured on.
 Systems (per collection):
   knrm            the from-scratch config (cranfield-knrm.yaml / msmarco-subset-knrm.yaml)
   de-zero-shot    the shipped dual-encoder config (cranfield.yaml / msmarco-subset.yaml) with
-                  train_steps 0 (what cranfield.yaml ships); fusion tuned on dev
-  de-fine-tuned   the same with trainer.train_steps=80, in-batch + BM25 hard negatives (what
-                  msmarco-subset.yaml ships)
+                  train_steps 0 (what both ship) and BM25's candidates only; fusion tuned on dev
+  de-fine-tuned   the shipped config with trainer.train_steps=80, in-batch + BM25 hard
+                  negatives
   ce-fine-tuned   the same data with model=bert (the MiniLM cross-encoder) and CE_RECIPE
-  de-hybrid       de-zero-shot with hybrid candidates (datagen.hybrid: MiniLM's dense top 100
+  de-hybrid       zero-shot with hybrid candidates (datagen.hybrid: MiniLM's dense top 100
                   over the whole corpus joined to BM25's top 100; docs/datagen.md)
 
 Choosing between candidate sets on dev needs a dev figure that counts every judged document:
@@ -65,7 +65,7 @@ CE_RECIPE = [
 ]
 SYSTEMS = {
     "knrm": ("knrm", []),
-    "de-zero-shot": ("dual", ["trainer.train_steps=0"]),
+    "de-zero-shot": ("dual", ["trainer.train_steps=0", "datagen.hybrid.checkpoint_dir=null"]),
     "de-hybrid": (
         "dual",
         ["trainer.train_steps=0", "datagen.hybrid.checkpoint_dir=${RANKPIPE_MINILM}"],

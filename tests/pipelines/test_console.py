@@ -255,3 +255,20 @@ def test_divergence_from_the_trainer_check_gets_the_learning_rate_hint() -> None
     except RuntimeError as e:
         assert console_lib.describe_error(e)[0] == "DivergenceError"
         assert "lower trainer.learning_rate" in _fix_line(e)
+
+
+def test_datagen_figure_names_what_hybrid_candidates_added() -> None:
+    from pipelines.console.figures import datagen_figure
+
+    summary = {"examples_per_split": {"train": 10, "dev": 1200}, "bad_records": {"total": 0}}
+    assert datagen_figure(summary) == "1,210 examples written (train 10, dev 1,200)"
+    summary["hybrid"] = {
+        "candidates_added": 13062,
+        "relevant_judged": 1612,
+        "relevant_in_first_stage": 1041,
+        "relevant_in_union": 1279,
+        "dense_depth": 100,
+    }
+    assert datagen_figure(summary).endswith(
+        "; hybrid +13,062 dense candidates, judged relevant in candidates 1,041 -> 1,279 of 1,612"
+    )
