@@ -77,17 +77,14 @@ class DenseScorer:
         if not docids or not self.qids:
             return ShardTop(np.zeros(0, np.int32), np.zeros(0, np.float32), np.zeros(0, "U1"))
         scores = self._queries @ self._embed(texts, self._max_doc_length).T  # [queries, docs]
+        # Per query every document scoring at least its k-th best score: the k best and any
+        # tied with the k-th, so the merge (which orders by score, then docid, as trec_eval
+        # ranks) keeps the same documents however the corpus was cut into shards.
         k = min(depth, scores.shape[1])
-        # The k best per query; the merge orders them (and breaks ties by docid) exactly.
-        best = np.argpartition(-scores, k - 1, axis=1)[:, :k] if k < scores.shape[1] else None
-        if best is None:
-            best = np.broadcast_to(np.arange(scores.shape[1]), scores.shape)
-        query = np.repeat(np.arange(len(self.qids), dtype=np.int32), best.shape[1])
-        flat = best.reshape(-1)
+        kth = np.partition(scores, scores.shape[1] - k, axis=1)[:, scores.shape[1] - k]
+        query, doc = np.nonzero(scores >= kth[:, None])
         return ShardTop(
-            query,
-            scores[query, flat].astype(np.float32),
-            np.asarray(docids)[flat],
+            query.astype(np.int32), scores[query, doc].astype(np.float32), np.asarray(docids)[doc]
         )
 
 

@@ -60,6 +60,19 @@ def test_shards_merged_equal_one_exact_search(checkpoint: str) -> None:
     assert all(-1.0 <= s <= 1.0 + 1e-6 for s in scores) and np.std(scores) > 1e-3
 
 
+def test_a_shard_keeps_every_document_tied_with_its_kth(checkpoint: str) -> None:
+    """Ties at the cut are the merge's to break (docid descending, as trec_eval ranks), not
+    the shard's: three copies of one text all leave a shard asked for its best one."""
+    tiny = Tiny.make()
+    scorer = dense.DenseScorer(checkpoint, True, {"q1": tiny.queries["q1"]}, 8, 24, 4)
+    text = tiny.docs["d1"]
+    top = scorer.score(["d1", "d2", "d3", "d4"], [text, text, tiny.docs["d9"], text], 1)
+    assert sorted(top.docid.tolist()) == ["d1", "d2", "d4"]
+    merged = candidates.TopCandidates(1)
+    merged.add(top)
+    assert [d for _, d in candidates.candidate_lists(merged.result(), ["q1"])["q1"]] == ["d4"]
+
+
 def test_join_appends_the_missing_dense_candidates_below_the_first_stage() -> None:
     ranked = {
         "q1": [("d3", 7.5, 1), ("d1", 2.0, 2)],
