@@ -13,9 +13,9 @@ first-stage candidates the dense ones it lacks.
 Fusion runs over that union. A candidate the first stage did not return gets the first stage's
 minimum for that query (the issue's rule), taken one float32 step below it (`below`): min-max
 fusion sees the same 0 either way, and trec_eval, which orders by score, puts every added
-candidate after all of the first stage's, so the first stage's own ranking and its metrics in
-the evaluator are exactly what they were without the union. The reranker's side needs no such
-rule: it scores every candidate of the union.
+candidate after all of the first stage's, so the first stage's own ranking is what it was
+(measures over the whole list, MAP or recall@1000, also count the added tail). The reranker's
+side needs no such rule: it scores every candidate of the union.
 
 Exact inner-product search (a matrix product per shard) instead of an ANN index (ScaNN,
 FAISS): on the CPU workers this runs on, embedding the corpus costs far more than the exact
@@ -125,3 +125,22 @@ def candidate_recall(
     relevant = {(q, d) for q, docs in qrels.items() for d, grade in docs.items() if grade > 0}
     found = sum(1 for q, docs in ranked.items() for d, _, _ in docs if (q, d) in relevant)
     return {"relevant_judged": len(relevant), "relevant_in_candidates": found}
+
+
+def hybrid_candidates(
+    ranked: dict[str, list[tuple[str, float, int]]],
+    dense: dict[str, list[tuple[float, str]]],
+    qrels: dict[str, dict[str, int]],
+    depth: int,
+) -> tuple[dict[str, list[tuple[str, float, int]]], dict[str, int]]:
+    """`join_candidates`, and the summary's `hybrid` entry: what the union added."""
+    before = candidate_recall(ranked, qrels)
+    joined, added = join_candidates(ranked, dense)
+    after = candidate_recall(joined, qrels)
+    return joined, {
+        "dense_depth": depth,
+        "candidates_added": added,
+        "relevant_judged": after["relevant_judged"],
+        "relevant_in_first_stage": before["relevant_in_candidates"],
+        "relevant_in_union": after["relevant_in_candidates"],
+    }

@@ -265,17 +265,9 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         )
         hybrid = None
         if cp.dense is not None:
-            first_stage_recall = dense.candidate_recall(ranked, inputs.judgments.qrels)
-            dense_lists = {q: [(s, d) for s, d in docs] for q, docs in cp.dense.items()}
-            ranked, added = dense.join_candidates(ranked, dense_lists)
-            union_recall = dense.candidate_recall(ranked, inputs.judgments.qrels)
-            hybrid = {
-                "dense_depth": cfg.hybrid.depth,
-                "candidates_added": added,
-                "relevant_judged": union_recall["relevant_judged"],
-                "relevant_in_first_stage": first_stage_recall["relevant_in_candidates"],
-                "relevant_in_union": union_recall["relevant_in_candidates"],
-            }
+            ranked, hybrid = dense.hybrid_candidates(
+                ranked, cp.dense, inputs.judgments.qrels, cfg.hybrid.depth
+            )
             logging.info("Hybrid candidates: %s", hybrid)
         split_cfg = cfg.split
         fold_of: dict[str, int] | None = None
