@@ -253,10 +253,15 @@ def open_checkpoint(
             f"[SEP]) exceeds the checkpoint's max_position_embeddings "
             f"{checkpoint.arch.max_position}"
         )
+    return checkpoint, *special_ids(checkpoint, model)
+
+
+def special_ids(checkpoint: BertCheckpoint, model: str) -> tuple[int, int]:
+    """The ([CLS], [SEP]) ids of the checkpoint's vocab.txt; `model` names it in the error."""
     for token in ("[CLS]", "[SEP]"):
         if token not in checkpoint.vocab:
-            raise ValueError(f"{model} checkpoint {directory}: vocab.txt has no {token}")
-    return checkpoint, checkpoint.vocab.index("[CLS]"), checkpoint.vocab.index("[SEP]")
+            raise ValueError(f"{model} checkpoint {checkpoint.directory}: vocab.txt has no {token}")
+    return checkpoint.vocab.index("[CLS]"), checkpoint.vocab.index("[SEP]")
 
 
 def dropout_rates(

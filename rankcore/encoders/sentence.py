@@ -50,12 +50,8 @@ class SentenceEncoder:
 
     def __init__(self, checkpoint_dir: str):
         checkpoint = hf_checkpoint.read_checkpoint(checkpoint_dir)
-        for token in ("[CLS]", "[SEP]"):
-            if token not in checkpoint.vocab:
-                raise ValueError(f"checkpoint {checkpoint_dir}: vocab.txt has no {token}")
-        self.vocab = checkpoint.vocab
+        self._cls, self._sep = hf_checkpoint.special_ids(checkpoint, "sentence encoder")
         self.max_length = checkpoint.arch.max_position - 2  # room for [CLS] and [SEP]
-        self._cls, self._sep = self.vocab.index("[CLS]"), self.vocab.index("[SEP]")
         generator = tf.random.Generator.from_seed(0)  # dropout is off: never drawn from
         self._encoder = BertEncoder(checkpoint.arch, 0.0, 0.0, generator, False, name="encoder")
         self._embed(tf.ones([1, 1], tf.int64))  # creates the variables, then overwritten
