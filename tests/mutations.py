@@ -218,6 +218,25 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=("tests/pipelines/test_config.py",),
     ),
     Mutation(
+        name="feedback-ignored-by-evaluator",
+        promise="a dual encoder with feedback is evaluated as it ranks: with its feedback",
+        file="components/ranking_evaluator/executor.py",
+        find="runs[name] = feedback.rescore(runs[name], first_stage or {}, vectors[name], setting)",
+        replace="runs[name] = runs[name]",
+        tests=("tests/components/ranking_evaluator/test_feedback_pipeline.py",),
+    ),
+    Mutation(
+        name="feedback-ignored-when-served",
+        promise="the served model's rank_candidates ranks with the feedback it was chosen with",
+        file="trainer_module/export.py",
+        find="self.feedback_docs = int(feedback[\"docs\"]) if on else 0",
+        replace="self.feedback_docs = 0",
+        tests=(
+            "tests/trainer_module/test_trainer_dual_encoder.py::"
+            "test_rank_candidates_ranks_with_feedback_as_the_evaluator_rescores",
+        ),
+    ),
+    Mutation(
         name="gm-map-arithmetic",
         promise="trec_eval-exact metrics (gm_map is a geometric mean with trec_eval's floor)",
         file="rankcore/metrics/measures.py",

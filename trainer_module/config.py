@@ -20,6 +20,7 @@ MODELS = MODEL_NAMES
 PRETRAINED_MODELS = ("bert", "dual_encoder")
 LOSSES = LOSS_NAMES
 FUSION_MODES = ("none", "tuned", "fixed")
+FEEDBACK_MODES = ("none", "tuned", "fixed")
 DECAYS = ("linear", "cosine", "exponential")
 MIXED_PRECISION = ("auto", "off", "float16", "bfloat16")
 STRATEGIES = ("auto", "cpu", "mirrored", "multi_worker", "tpu")
@@ -200,6 +201,14 @@ class TrainerConfig:
     # ties to the larger alpha); fixed: fusion_alpha; none: the reranker's scores alone.
     fusion: str = "tuned"
     fusion_alpha: float = 0.5  # used with fusion: fixed
+    # Pseudo-relevance feedback (rankcore/feedback.py; dual_encoder only): the query vector
+    # moves towards the mean of the first stage's top candidates before scoring them. tuned:
+    # how many (3, 5, 10) and how far (0.5, 1, 2), or not at all, chosen on the dev queries
+    # together with alpha (needs fusion: tuned); fixed: feedback_docs and feedback_weight;
+    # none: off.
+    feedback: str = "none"
+    feedback_docs: int = 3  # used with feedback: fixed
+    feedback_weight: float = 0.5  # used with feedback: fixed
 
     # Steps and batches. batch_size is the GLOBAL micro-batch (groups per forward pass over
     # all replicas); one optimizer step sees batch_size * grad_accumulation_steps groups.
@@ -256,6 +265,24 @@ class TrainerConfig:
         _choice(self.strategy, "strategy", STRATEGIES)
         _choice(self.fusion, "fusion", FUSION_MODES)
         _require(0.0 <= self.fusion_alpha <= 1.0, "fusion_alpha", "must be in [0, 1]")
+        _choice(self.feedback, "feedback", FEEDBACK_MODES)
+        _require(
+            self.feedback == "none" or self.model == "dual_encoder",
+            "feedback",
+            f"{self.feedback} needs model=dual_encoder (it moves the query vector)",
+        )
+        _require(
+            self.feedback != "tuned" or self.fusion == "tuned",
+            "feedback",
+            "tuned needs fusion=tuned (it is chosen on the dev queries with alpha)",
+        )
+        _require(
+            self.feedback != "fixed" or self.fusion != "none",
+            "feedback",
+            "fixed needs fusion tuned or fixed (the model carries it with its fusion)",
+        )
+        _require(self.feedback_docs >= 1, "feedback_docs", "must be >= 1")
+        _require(self.feedback_weight > 0, "feedback_weight", "must be > 0")
         _require(self.in_batch_scale > 0, "in_batch_scale", "must be > 0")
         _require(
             self.loss != "in_batch_softmax" or self.model == "dual_encoder",

@@ -10,7 +10,10 @@ Signatures:
   -> {"fused_score": float32 [None], "reranker_score": float32 [None]}: one query's candidate
   list, fused with the first stage as the Trainer chose (rankcore/fusion.py; min-max per
   list, alpha * reranker + (1 - alpha) * first stage). Without fusion alpha is 1 (the fused score
-  is the reranker's, min-max normalised: the same order).
+  is the reranker's, min-max normalised: the same order). A dual encoder with feedback
+  (rankcore/feedback.py) scores the list with its query vector moved towards the first stage's
+  top candidates: this signature ranks as the RankingEvaluator ranks, the pair signatures score
+  without feedback.
 Dual encoders (a model with `embed`, trainer_module/models/dual_encoder.py) also get:
 - embed_texts(text: string [None]) -> {"embedding": float32 [None, H]}: raw text -> the model's
   L2-normalised vector, truncated to the document length (what indexing a corpus needs; the
@@ -37,6 +40,7 @@ import tensorflow_transform as tft
 import tf_keras as keras
 from tf_keras.src.saving.legacy.saved_model import utils as keras_saved_model_utils
 
+from rankcore import feedback as feedback_lib
 from rankcore import fusion as fusion_lib
 from rankcore.constants import (
     EMBED_DOC_SIGNATURE,
@@ -75,9 +79,14 @@ class RerankerModule(tf.Module):
         max_query_length: int,
         max_doc_length: int,
         fusion_alpha: float | None = None,
+        feedback: dict | None = None,
     ):
         super().__init__()
         self.fusion_alpha = 1.0 if fusion_alpha is None else float(fusion_alpha)
+        # rankcore/feedback.py settings (dual encoders; rank_candidates only): 0 docs = off.
+        on = feedback_lib.is_on(feedback)
+        self.feedback_docs = int(feedback["docs"]) if on else 0
+        self.feedback_weight = float(feedback["weight"]) if on else 0.0
         self.model = model
         self.tft_layer = tft_layer  # tracked: its vocab asset and tables are saved with us
         self.max_query_length = max_query_length
@@ -133,14 +142,21 @@ class RerankerModule(tf.Module):
     def rank_candidates(
         self, query: tf.Tensor, documents: tf.Tensor, first_stage_scores: tf.Tensor
     ) -> dict[str, tf.Tensor]:
-        docs = self._tokenize(documents)
-        query_ids = tf.tile(self._tokenize(query[None]), [tf.shape(docs)[0], 1])
-        reranker = self._score(query_ids, docs)[SCORE_OUTPUT]
+        reranker = self._rank_scores(
+            self._tokenize(query[None]), self._tokenize(documents), first_stage_scores
+        )
         alpha = tf.constant(self.fusion_alpha, tf.float64)
         fused = alpha * fusion_lib.minmax_tf(reranker) + (1.0 - alpha) * fusion_lib.minmax_tf(
             first_stage_scores
         )
         return {"fused_score": tf.cast(fused, tf.float32), "reranker_score": reranker}
+
+    def _rank_scores(
+        self, query_ids: tf.Tensor, doc_ids: tf.Tensor, first_stage_scores: tf.Tensor
+    ) -> tf.Tensor:
+        """One query's ids [1, Lq] and its candidates' [N, Ld] -> reranker scores [N]."""
+        del first_stage_scores  # a pair model scores each candidate alone
+        return self._score(tf.tile(query_ids, [tf.shape(doc_ids)[0], 1]), doc_ids)[SCORE_OUTPUT]
 
     @tf.function(
         input_signature=[tf.TensorSpec([None], tf.string, name="examples")], autograph=False
@@ -175,6 +191,25 @@ class DualEncoderModule(RerankerModule):
         query = self._embed(query_ids, self.max_query_length)[EMBEDDING_OUTPUT]
         doc = self._embed(doc_ids, self.max_doc_length)[EMBEDDING_OUTPUT]
         return {SCORE_OUTPUT: tf.reduce_sum(query * doc, axis=-1)}
+
+    def _rank_scores(
+        self, query_ids: tf.Tensor, doc_ids: tf.Tensor, first_stage_scores: tf.Tensor
+    ) -> tf.Tensor:
+        """With feedback, rankcore/feedback.py in float64: the query vector moved towards the
+        mean of the first stage's top `docs` candidates (ties: the earlier in the list)."""
+        query = self._embed(query_ids, self.max_query_length)[EMBEDDING_OUTPUT][0]
+        docs = self._embed(doc_ids, self.max_doc_length)[EMBEDDING_OUTPUT]
+        if not self.feedback_docs:
+            return tf.reduce_sum(query[None, :] * docs, axis=-1)
+        query, docs = tf.cast(query, tf.float64), tf.cast(docs, tf.float64)
+        k = tf.minimum(self.feedback_docs, tf.shape(docs)[0])
+        order = tf.argsort(first_stage_scores, direction="DESCENDING", stable=True)[:k]
+        top = tf.gather(docs, order)
+        mean = tf.math.divide_no_nan(tf.reduce_sum(top, axis=0), tf.cast(k, tf.float64))
+        moved = query + self.feedback_weight * mean
+        norm = tf.norm(moved)
+        query = tf.where(norm > 0, moved / tf.where(norm > 0, norm, 1.0), query)
+        return tf.cast(tf.linalg.matvec(docs, query), tf.float32)
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")], autograph=False)
     def embed_texts(self, text: tf.Tensor) -> dict[str, tf.Tensor]:
@@ -225,7 +260,9 @@ def export_serving_model(
     alpha = fusion.get("alpha") if fusion else None
     dual = hasattr(model, "embed")
     module_cls = DualEncoderModule if dual else RerankerModule
-    module = module_cls(model, tft_layer, max_query_length, max_doc_length, alpha)
+    module = module_cls(
+        model, tft_layer, max_query_length, max_doc_length, alpha, (fusion or {}).get("feedback")
+    )
     signatures = {
         SERVING_SIGNATURE: module.serving_default.get_concrete_function(),
         SCORE_SIGNATURE: module.score_examples.get_concrete_function(),

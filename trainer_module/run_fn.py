@@ -9,7 +9,7 @@ from typing import Any
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from rankcore import embeddings, fusion
+from rankcore import embeddings, feedback, fusion
 from rankcore.encoders import hf_checkpoint
 from trainer_module import hardware, validation
 from trainer_module.checkpointing import checkpoint_dir, run_fingerprint
@@ -57,25 +57,43 @@ def choose_fusion(
     if cfg.fusion == "none":
         seconds["fusion"] = time.monotonic() - t0
         return None
-    tuned, grid = fusion.tune_alpha(dev.run, dev.first_stage, metric)
+    # With feedback tuned, each feedback setting (off first) is scored with its best alpha;
+    # a setting must beat every one before it, so a tie keeps the simpler one (off).
+    settings = {
+        "tuned": feedback.grid(),
+        "fixed": [{"docs": cfg.feedback_docs, "weight": cfg.feedback_weight}],
+        "none": [dict(feedback.OFF)],
+    }[cfg.feedback]
+    vectors = {key: vector for key, (_, vector) in (dev.vectors or {}).items()}
+    best = None
+    for setting in settings:
+        run = feedback.rescore(dev.run, dev.first_stage, vectors, setting)
+        tuned, grid = fusion.tune_alpha(run, dev.first_stage, metric)
+        if best is None or grid[tuned] > best[2][best[1]]:
+            best = (setting, tuned, grid, run)
+    setting, tuned, grid, run = best
     alpha = fusion.fusion_alpha(cfg.fusion, cfg.fusion_alpha, tuned)
     info = {
         "mode": cfg.fusion,
         "alpha": alpha,
         "metric": cfg.validation_metric,
-        "dev_fused": metric(fusion.fuse_run(dev.run, dev.first_stage, alpha)),
-        "dev_reranker": reranker_metric,
+        "dev_fused": metric(fusion.fuse_run(run, dev.first_stage, alpha)),
+        "dev_reranker": metric(run),
         "dev_first_stage": metric(dev.first_stage),
         "dev_grid": {f"{a:.2f}": v for a, v in grid.items()},
     }
+    if cfg.feedback != "none":
+        info["feedback"] = setting
+        info["dev_reranker_without_feedback"] = reranker_metric
     seconds["fusion"] = time.monotonic() - t0
     logging.info(
-        "fusion %s: alpha=%.2f, dev %s fused %.4f (reranker %.4f, first stage %.4f)",
+        "fusion %s: alpha=%.2f, feedback %s, dev %s fused %.4f (reranker %.4f, first stage %.4f)",
         cfg.fusion,
         alpha,
+        info.get("feedback"),
         cfg.validation_metric,
         info["dev_fused"],
-        reranker_metric,
+        info["dev_reranker"],
         info["dev_first_stage"],
     )
     return info

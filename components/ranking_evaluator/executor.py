@@ -52,7 +52,7 @@ from components.ranking_evaluator.constants import (
     REPORT_HTML_FILE,
     REPORT_MD_FILE,
 )
-from rankcore import folds, fusion
+from rankcore import feedback, folds, fusion
 from rankcore.file_io import write_text_atomic
 from rankcore.metrics import compute_metrics, mean_metrics, rank_documents, read_qrels, read_run
 
@@ -155,12 +155,15 @@ def _fusion_summary(part_fusions: list[dict | None]) -> dict | None:
     if len(part_fusions) == 1 or part_fusions[0] is None:
         return part_fusions[0]
     alphas = [f["alpha"] for f in part_fusions]
-    return {
+    summary = {
         "mode": part_fusions[0]["mode"],
         "alpha": sum(alphas) / len(alphas),
         "alphas": alphas,
         "dev_fused": [f.get("dev_fused") for f in part_fusions],
     }
+    if any("feedback" in f for f in part_fusions):
+        summary["feedbacks"] = [f.get("feedback") for f in part_fusions]
+    return summary
 
 
 def _cross_validation(
@@ -185,6 +188,7 @@ def _cross_validation(
                 "queries": len(qids),
                 "model": part.model_dir,
                 "alpha": fused["alpha"] if fused else None,
+                "feedback": (fused or {}).get("feedback"),
                 main: {name: round(v, 6) for name, v in means.items()},
             }
         )
@@ -200,9 +204,16 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         config: EvaluatorConfig,
         phases: dict[str, float],
         reuse: dict[str, scoring.StoredVectors | None] | None = None,
+        fusions: dict[str, dict | None] | None = None,
+        first_stage: dict[str, dict[str, float]] | None = None,
     ) -> tuple[dict[str, dict[str, dict[str, float]]], dict[str, str]]:
         """One scoring pass (scoring.score_split) over `splits` with `models`; its phases are
-        added to `phases`."""
+        added to `phases`. A model whose fusion (`fusions`, by name) carries feedback gets its
+        candidates rescored from the pass's vectors (rankcore/feedback.py) against
+        `first_stage`: its run is then what its rank_candidates signature ranks."""
+        settings = {n: (f or {}).get("feedback") for n, f in (fusions or {}).items()}
+        settings = {n: f for n, f in settings.items() if n in models and feedback.is_on(f)}
+        vectors: dict | None = {} if settings else None
         split_uris = [artifact_utils.get_split_uri([examples], s) for s in splits]
         # A fresh directory per pass: a retried execution must not read a failed one's parts.
         # Workers write it and read the splits and models: worker-reachable (worker_dirs.py).
@@ -223,6 +234,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
                 scores_prefix=os.path.join(scores_dir, "part"),
                 phases=pass_phases,
                 reuse=reuse,
+                vectors=vectors,
             )
         finally:
             # The scores are in `runs` now; under --temp_location (an object store) nothing
@@ -232,6 +244,13 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         for key, value in pass_phases.items():
             phases[key] = round(phases.get(key, 0) + value, 2)
         phases["in_process"] = beam_mode.chooses_in_process(self, split_bytes)
+        for name, setting in settings.items():
+            if name not in vectors:
+                raise ValueError(
+                    f"{models[name]} carries feedback ({setting}) but has no embedding "
+                    "signatures: only dual encoders can rank with feedback"
+                )
+            runs[name] = feedback.rescore(runs[name], first_stage or {}, vectors[name], setting)
         return runs, scored_by
 
     def Do(self, input_dict: Artifacts, output_dict: Artifacts, exec_properties: Props) -> None:
@@ -285,7 +304,11 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         phases: dict[str, float] = {}
         raw: dict[str, dict[str, dict[str, float]]] = {}  # system -> scores, not fused
         part_qids: list[list[str]] = []
-        for part in parts:
+        # Each model's fusion (its SavedModel's assets.extra/fusion.json): with feedback, its
+        # scores depend on each query's list, and scoring rescores them (rankcore/feedback.py).
+        part_fusions = [fusion.read_fusion(part.model_dir) for part in parts]
+        baseline_fusion = fusion.read_fusion(baseline.path) if baseline is not None else None
+        for part, part_fusion in zip(parts, part_fusions):
             part_models = {"candidate": part.model_dir}
             if len(parts) == 1 and baseline is not None:
                 part_models["baseline"] = baseline.path
@@ -293,14 +316,29 @@ class Executor(base_beam_executor.BaseBeamExecutor):
             # model (rankcore/embeddings.py): the texts among them are not embedded again.
             reuse = {"candidate": scoring.reusable_embeddings(part.model_run, part.model_dir)}
             scored, scored_by = self._score(
-                examples, [part.split], part_models, config, phases, reuse
+                examples,
+                [part.split],
+                part_models,
+                config,
+                phases,
+                reuse,
+                {"candidate": part_fusion, "baseline": baseline_fusion},
+                first_stage_all,
             )
             part_qids.append(sorted(scored["candidate"]))
             for name, run in scored.items():
                 raw.setdefault(name, {}).update(run)
         if len(parts) > 1 and baseline is not None:
             splits = [part.split for part in parts]
-            scored, _ = self._score(examples, splits, {"baseline": baseline.path}, config, phases)
+            scored, _ = self._score(
+                examples,
+                splits,
+                {"baseline": baseline.path},
+                config,
+                phases,
+                fusions={"baseline": baseline_fusion},
+                first_stage=first_stage_all,
+            )
             raw.update(scored)
         scoring_seconds = time.time() - t0
         n_scored = sum(len(d) for d in raw["candidate"].values())
@@ -327,7 +365,6 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         # assets.extra/fusion.json; the rank_candidates signature computes the same): "candidate"
         # and "baseline" are then the fused rankings, "reranker" the candidate's scores alone.
         # With folds, each fold's queries are fused with the alpha its own model carries.
-        part_fusions = [fusion.read_fusion(part.model_dir) for part in parts]
         runs = {"first_stage": first_stage}
         if part_fusions[0] is not None:
             runs["reranker"] = raw["candidate"]
@@ -339,7 +376,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
             runs["candidate"].update(scores)
         fusions = {"candidate": _fusion_summary(part_fusions)}
         if baseline is not None:
-            fusions["baseline"] = fusion.read_fusion(baseline.path)
+            fusions["baseline"] = baseline_fusion
             runs["baseline"] = raw["baseline"]
             if fusions["baseline"] is not None:
                 runs["baseline"] = fusion.fuse_run(

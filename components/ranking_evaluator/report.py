@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from components.ranking_evaluator import plots
 from components.ranking_evaluator.constants import BLESSED, MAIN_METRIC
+from rankcore import feedback
 
 SYSTEMS = ("first_stage", "baseline", "reranker", "candidate")
 LABELS = {
@@ -114,11 +115,21 @@ def fusion_note(metrics: dict) -> str:
     alpha = f"{fusion['alpha']:.2f} {how}"
     if "alphas" in fusion:  # cross-validation: each fold branch's own
         alpha = f"{', '.join(f'{a:.2f}' for a in fusion['alphas'])} by fold (each {how})"
-    return (
+    note = (
         f"The candidate ranks by alpha * reranker + (1 - alpha) * first stage (both min-max "
         f"normalised per query), alpha = {alpha}; the blessing judges this "
         'fused ranking. "reranker alone" is the same model without fusion.'
     )
+    settings = fusion.get("feedbacks") or ([fusion["feedback"]] if "feedback" in fusion else [])
+    if any(feedback.is_on(s) for s in settings):
+        what = "; ".join(feedback.describe(s) for s in settings)
+        by_fold = " (by fold)" if "feedbacks" in fusion else ""
+        note += (
+            " The reranker scores each query's candidates with pseudo-relevance feedback: its "
+            "query vector moved towards the mean of the first stage's top candidates' vectors"
+            f"{by_fold}: {what}."
+        )
+    return note
 
 
 def per_query_deltas(metrics: dict, reference: str = "first_stage") -> list[tuple]:

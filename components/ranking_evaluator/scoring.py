@@ -356,13 +356,18 @@ class EmbedAndScore(beam.PTransform):
 
     `reuse` gives, per model (None: none), the vectors the Trainer already computed for that
     very SavedModel (reusable_embeddings): a text whose cut token ids match is not embedded
-    again (_Reuse, with a sample re-embedded and compared, _Check)."""
+    again (_Reuse, with a sample re-embedded and compared, _Check).
+
+    `vectors_prefix`, when given, also writes every text's vectors there (JSON lines
+    [kind, id, [vector of model 1, ...]], read back by `read_vectors`): what a model with
+    feedback (rankcore/feedback.py) rescores each query's candidate list from."""
 
     def __init__(
         self,
         model_dirs: Sequence[str],
         batch_size: int = 256,
         reuse: Sequence[StoredVectors | None] | None = None,
+        vectors_prefix: str | None = None,
     ):
         super().__init__()
         if not model_dirs:
@@ -370,6 +375,7 @@ class EmbedAndScore(beam.PTransform):
         self._model_dirs = list(model_dirs)
         self._batch_size = batch_size
         self._reuse = list(reuse or [None] * len(self._model_dirs))
+        self._vectors_prefix = vectors_prefix
 
     def expand(self, serialized_examples: beam.PCollection) -> beam.PCollection:
         pairs = serialized_examples | "Parse" >> beam.Map(example_pair)
@@ -413,6 +419,14 @@ class EmbedAndScore(beam.PTransform):
             | "JoinModels" >> beam.CoGroupByKey()
             | "OneVectorPerModel" >> beam.Map(_one_vector_per_model)
         )
+        if self._vectors_prefix:
+            _ = (
+                vectors
+                | "VectorsToJson"
+                >> beam.Map(lambda kv: json.dumps([*kv[0], [v.tolist() for v in kv[1]]]))
+                | "WriteVectors"
+                >> beam.io.WriteToText(self._vectors_prefix, file_name_suffix=".jsonl")
+            )
         query_vectors = (
             vectors
             | "Queries" >> beam.Filter(lambda kv: kv[0][0] == "q")
@@ -438,6 +452,18 @@ def read_scores(pattern: str) -> list[Scored]:
         with tf.io.gfile.GFile(path) as f:
             rows.extend((qid, docid, tuple(s)) for qid, docid, s in map(json.loads, f))
     return rows
+
+
+def read_vectors(pattern: str, names: Sequence[str]) -> dict[str, dict[Text, np.ndarray]]:
+    """The vectors EmbedAndScore wrote (`vectors_prefix`): {model name: {(kind, id): float32
+    vector}}, `names` in EmbedAndScore's model order."""
+    out: dict[str, dict[Text, np.ndarray]] = {name: {} for name in names}
+    for path in sorted(tf.io.gfile.glob(pattern)):
+        with tf.io.gfile.GFile(path) as f:
+            for kind, ident, per_model in map(json.loads, f):
+                for name, vector in zip(names, per_model):
+                    out[name][(kind, ident)] = np.asarray(vector, np.float32)
+    return out
 
 
 # How a model was scored (metrics.json "scoring").
@@ -524,6 +550,7 @@ def score_split(
     embed: bool = True,
     phases: dict[str, float] | None = None,
     reuse: dict[str, StoredVectors | None] | None = None,
+    vectors: dict[str, dict[Text, np.ndarray]] | None = None,
 ) -> tuple[dict[str, dict[str, dict[str, float]]], dict[str, str]]:
     """Every candidate of the splits (their URIs) scored by every model in one Beam pipeline
     that reads the examples once: the models that `embeds` by EmbedAndScore (unless
@@ -531,7 +558,8 @@ def score_split(
     EmbedAndScore take the Trainer's vectors of that model; should a re-embedded sample of
     them disagree, the split is scored again without them (and a warning says so).
     Returns ({name: run}, {name: EMBED_ONCE or PER_PAIR}); `phases`, when given, gets
-    `pass_phases` (where the pass's time went)."""
+    `pass_phases` (where the pass's time went); `vectors`, when given, gets every embedded
+    model's vectors of the split's texts ({name: {(kind, id): vector}}, `read_vectors`)."""
     how = {n: EMBED_ONCE if embed and embeds(d) else PER_PAIR for n, d in models.items()}
     reuse = {n: r for n, r in (reuse or {}).items() if r and how.get(n) == EMBED_ONCE}
     groups = {
@@ -553,7 +581,11 @@ def score_split(
     ]
     examples = examples[0] if len(examples) == 1 else examples | "Splits" >> beam.Flatten()
     for label, names in groups.items():
-        kwargs = {"reuse": [reuse.get(n) for n in names]} if label == EMBED_ONCE else {}
+        kwargs = {}
+        if label == EMBED_ONCE:
+            kwargs["reuse"] = [reuse.get(n) for n in names]
+            if vectors is not None:
+                kwargs["vectors_prefix"] = f"{scores_prefix}-vectors"
         _ = (
             examples
             | f"Score-{label}"
@@ -583,10 +615,13 @@ def score_split(
                 scores_prefix + "-again",
                 embed,
                 phases,
+                vectors=vectors,
             )
     if phases is not None:
         phases.update(pass_phases(result, time.perf_counter() - t0))
     runs: dict[str, dict[str, dict[str, float]]] = {}
     for label, names in groups.items():
         runs.update(to_runs(read_scores(f"{scores_prefix}-{label}*.jsonl"), names))
+    if vectors is not None and EMBED_ONCE in groups:
+        vectors.update(read_vectors(f"{scores_prefix}-vectors*.jsonl", groups[EMBED_ONCE]))
     return {n: runs[n] for n in models}, how

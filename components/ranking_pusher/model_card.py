@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from components.ranking_evaluator.constants import BLESSED, MAIN_METRIC
+from rankcore import feedback
 from rankcore.constants import RANK_SIGNATURE, SCORE_SIGNATURE, SERVING_SIGNATURE
 
 CARD_MD, CARD_JSON = "model_card.md", "model_card.json"
@@ -160,6 +161,13 @@ def markdown(card: dict[str, Any]) -> str:
                 else ""
             )
         )
+        if feedback.is_on(fusion.get("feedback")):
+            what = feedback.describe(fusion["feedback"])
+            lines.append(
+                "- `rank_candidates` scores with pseudo-relevance feedback (its query vector moved "
+                f"towards the first stage's top candidates): {what}; the pair signatures score "
+                "without it"
+            )
     lines += [f"- signature `{k}`: {v}" for k, v in card["signatures"].items()]
     usage = USAGE.format(path=card["serving_path"]).rstrip()
     lines += ["", "Scoring raw text:", "", "```python", usage, "```"]

@@ -21,6 +21,8 @@ Systems (per collection):
   de-fine-tuned   the shipped config with trainer.train_steps=80, in-batch + BM25 hard
                   negatives
   ce-fine-tuned   the same data with model=bert (the MiniLM cross-encoder) and CE_RECIPE
+  de-feedback     zero-shot, BM25's candidates, with pseudo-relevance feedback tuned on dev
+                  (trainer.feedback: tuned; rankcore/feedback.py)
   de-hybrid       zero-shot with hybrid candidates (datagen.hybrid: MiniLM's dense top 100
                   over the whole corpus joined to BM25's top 100; docs/datagen.md)
 
@@ -47,6 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_common import REPO_ROOT, readonly_store  # noqa: E402
 
 from pipelines.config import load_config  # noqa: E402
+from rankcore import feedback  # noqa: E402
 
 COLLECTIONS = {
     "cranfield": {"dual": "cranfield", "knrm": "cranfield-knrm"},
@@ -65,7 +68,14 @@ CE_RECIPE = [
 ]
 SYSTEMS = {
     "knrm": ("knrm", []),
-    "de-zero-shot": ("dual", ["trainer.train_steps=0", "datagen.hybrid.checkpoint_dir=null"]),
+    "de-zero-shot": (
+        "dual",
+        ["trainer.train_steps=0", "datagen.hybrid.checkpoint_dir=null", "trainer.feedback=none"],
+    ),
+    "de-feedback": (
+        "dual",
+        ["trainer.train_steps=0", "datagen.hybrid.checkpoint_dir=null", "trainer.feedback=tuned"],
+    ),
     "de-hybrid": (
         "dual",
         ["trainer.train_steps=0", "datagen.hybrid.checkpoint_dir=${RANKPIPE_MINILM}"],
@@ -186,7 +196,13 @@ def rows_of(
         dev_fused = cv_fusion["dev_fused"]
         dev_row["fold_alphas"] = " ".join(f"{a:.2f}" for a in cv_fusion["alphas"])
         dev_row["fold_dev_fused_mean"] = sum(dev_fused) / len(dev_fused)
-        if trained["steps"] == 0:
+        feedbacks = cv_fusion.get("feedbacks") or []
+        if feedbacks:
+            dev_row["fold_feedback"] = " ".join(
+                f"{f['docs']}/{f['weight']:g}" if feedback.is_on(f) else "off" for f in feedbacks
+            )
+        # With feedback the fold models differ (each its own setting): dev_full does not apply.
+        if trained["steps"] == 0 and not any(feedback.is_on(f) for f in feedbacks):
             dev_row["dev_full"] = dev_over_full_judgments(
                 evaluation, metrics, pipeline_root, split_seed
             )
@@ -258,7 +274,11 @@ def main() -> None:
                     "dev_first_stage",
                     "dev_reranker",
                     "dev_fused",
-                    *(["fold_alphas", "fold_dev_fused_mean", "dev_full"] if args.folds else []),
+                    *(
+                        ["fold_alphas", "fold_feedback", "fold_dev_fused_mean", "dev_full"]
+                        if args.folds
+                        else []
+                    ),
                 ],
             )
         )

@@ -69,3 +69,19 @@ def test_field_types_are_plain():
             check(getattr(config_module, f.type))
 
     check(TrainerConfig)
+
+
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        ({"feedback": "tuned"}, "feedback tuned needs model=dual_encoder"),
+        ({"feedback": "rocchio"}, "feedback must be one of"),
+        ({"model": "dual_encoder", "feedback": "tuned", "fusion": "fixed"}, "needs fusion=tuned"),
+        ({"model": "dual_encoder", "feedback": "fixed", "fusion": "none"}, "fixed needs fusion"),
+        ({"model": "dual_encoder", "feedback": "fixed", "feedback_docs": 0}, "feedback_docs"),
+        ({"model": "dual_encoder", "feedback": "fixed", "feedback_weight": 0}, "feedback_weight"),
+    ],
+)
+def test_feedback_needs_a_dual_encoder_and_fusion(data, message):
+    with pytest.raises(ValueError, match=message):
+        TrainerConfig.from_dict({"dual_encoder": {"checkpoint_dir": "/ckpt"}, **data})

@@ -14,7 +14,7 @@ import trainer_testdata
 from apache_beam.metrics.metric import MetricsFilter
 
 from components.ranking_evaluator import scoring
-from rankcore import embeddings, fusion
+from rankcore import embeddings, feedback, fusion
 from rankcore.encoders import hf_checkpoint
 from rankcore.metrics import aggregate, compute_metrics, rank_documents
 from trainer_module import losses, validation
@@ -474,3 +474,118 @@ def test_evaluator_checks_reused_vectors_and_embeds_changed_texts(
     _assert_same_run(got, want)
     assert phases["texts_reused"] == 0 and phases["reuse_checked"] == 0
     assert phases["texts_embedded"] == embeddings.read_meta(args.model_run_dir).count
+
+
+def _feedback_dev(seed: int = 0) -> validation.DevScores:
+    """Dev queries where the first stage's top 3 are relevant and point (in vector space) at
+    the query's other relevant documents, which the query's own vector ranks last and the
+    first stage below 3 irrelevant ones: feedback finds them, fusion alone cannot."""
+    rng = np.random.default_rng(seed)
+    qrels, run, first, vectors = {}, {}, {}, {}
+
+    def unit(v):
+        return (v / np.linalg.norm(v)).astype(np.float32)
+
+    for q in range(8):
+        qid = f"q{q}"
+        query, topic = rng.normal(size=16), rng.normal(size=16)
+        vectors[("q", qid)] = unit(query)
+        docs = {}
+        for i in range(3):  # first stage's top 3: relevant, on the topic
+            docs[f"{qid}-top{i}"] = (unit(topic + 0.3 * rng.normal(size=16)), 30 - i, 1)
+        for i in range(3):  # next: irrelevant, close to the query
+            docs[f"{qid}-near{i}"] = (unit(query + 0.3 * rng.normal(size=16)), 20 - i, 0)
+        for i in range(4):  # last: relevant, on the topic, away from the query
+            docs[f"{qid}-far{i}"] = (unit(topic - 0.6 * query), 10 - i, 1)
+        for docid, (vector, score, label) in docs.items():
+            vectors[("d", docid)] = vector
+            first.setdefault(qid, {})[docid] = float(score)
+            qrels.setdefault(qid, {})[docid] = label
+            run.setdefault(qid, {})[docid] = float(
+                vectors[("q", qid)].astype(np.float64) @ vector.astype(np.float64)
+            )
+    return validation.DevScores(qrels, run, first, {k: ([], v) for k, v in vectors.items()})
+
+
+def test_feedback_is_chosen_with_alpha_on_the_dev_queries_where_it_helps(bert_checkpoint):
+    from trainer_module.run_fn import choose_fusion
+    from trainer_module.training import TrainResult
+
+    dev = _feedback_dev()
+    stored = {k: v for k, (_, v) in dev.vectors.items()}
+
+    def metric(run):
+        return aggregate(compute_metrics(dev.qrels, run, ["ndcg_cut_10"]))["ndcg_cut_10"]
+
+    def result():
+        return TrainResult(0, 0, None, None, "ndcg_cut_10", 0.0, False, 0.0, None, 0.0)
+
+    plain = choose_fusion(_config(bert_checkpoint, train_steps=0), dev, result())
+    assert "feedback" not in plain
+    tuned = choose_fusion(_config(bert_checkpoint, train_steps=0, feedback="tuned"), dev, result())
+    # The argmax over every (feedback setting, alpha), ties to no feedback, then larger alpha.
+    table = {}
+    for setting in feedback.grid():
+        run = feedback.rescore(dev.run, dev.first_stage, stored, setting)
+        for alpha in fusion.ALPHA_GRID:
+            table[(setting["docs"], setting["weight"], alpha)] = metric(
+                fusion.fuse_run(run, dev.first_stage, alpha)
+            )
+    best = max(table.values())
+    assert feedback.is_on(tuned["feedback"])
+    assert tuned["dev_fused"] == pytest.approx(best, abs=1e-12)
+    chosen = (tuned["feedback"]["docs"], tuned["feedback"]["weight"], tuned["alpha"])
+    assert table[chosen] == pytest.approx(best, abs=1e-12)
+    assert tuned["dev_fused"] > plain["dev_fused"] + 0.02
+    assert tuned["dev_reranker_without_feedback"] == pytest.approx(metric(dev.run))
+    # Feedback that cannot help (every document the same distance from everything) stays off.
+    flat = dev._replace(vectors={k: ([], np.full(16, 0.25, np.float32)) for k in dev.vectors})
+    flat = flat._replace(run={q: {d: 1.0 for d in docs} for q, docs in dev.run.items()})
+    off = choose_fusion(_config(bert_checkpoint, train_steps=0, feedback="tuned"), flat, result())
+    assert off["feedback"] == feedback.OFF
+
+
+def test_rank_candidates_ranks_with_feedback_as_the_evaluator_rescores(
+    bert_checkpoint, transform_graph, tmp_path
+):
+    """A model exported with feedback: rank_candidates equals rankcore/feedback.py over the
+    model's own vectors (what the RankingEvaluator computes), fused at the model's alpha; the
+    pair signatures score without feedback."""
+    from trainer_module.export import export_serving_model
+
+    vocab = read_vocab(transform_graph)
+    cfg = _config(bert_checkpoint, train_steps=0)
+    model = build_model(cfg, len(vocab), trainer_testdata.MAX_Q, trainer_testdata.MAX_D, vocab)
+    setting = {"docs": 2, "weight": 1.0}
+    directory = str(tmp_path / "model")
+    export_serving_model(
+        model,
+        transform_graph,
+        trainer_testdata.MAX_Q,
+        trainer_testdata.MAX_D,
+        directory,
+        fusion={"mode": "tuned", "alpha": 0.7, "feedback": setting},
+    )
+    assert fusion.read_fusion(directory)["feedback"] == setting
+    loaded = tf.saved_model.load(directory)
+    first = np.array([1.0, 3.0, 0.5, 2.0], np.float32)  # feedback: DOCS[1] and DOCS[3]
+    query = QUERIES[2]
+    out = loaded.signatures["rank_candidates"](
+        query=tf.constant(query), documents=tf.constant(DOCS), first_stage_scores=first
+    )
+    q_ids = trainer_testdata.tokenize(transform_graph, [query])
+    q_vec = loaded.signatures["embed_query_ids"](ids=tf.constant(q_ids, tf.int64))["embedding"]
+    d_vecs = loaded.signatures["embed_texts"](text=tf.constant(DOCS))["embedding"].numpy()
+    vectors = {("q", "q"): q_vec.numpy()[0], **{("d", d): v for d, v in zip(DOCS, d_vecs)}}
+    plain = {"q": {d: float(vectors[("q", "q")] @ v) for d, v in zip(DOCS, d_vecs)}}
+    want = feedback.rescore(plain, {"q": dict(zip(DOCS, first.tolist()))}, vectors, setting)
+    want_scores = np.array([want["q"][d] for d in DOCS])
+    np.testing.assert_allclose(out["reranker_score"].numpy(), want_scores, atol=1e-5)
+    np.testing.assert_allclose(
+        out["fused_score"].numpy(), fusion.fuse(want_scores, first, 0.7), atol=1e-5
+    )
+    assert not np.allclose(want_scores, [plain["q"][d] for d in DOCS], atol=1e-3)
+    pair = loaded.signatures["serving_default"](
+        query=tf.constant([query] * len(DOCS)), document=tf.constant(DOCS)
+    )["score"].numpy()
+    np.testing.assert_allclose(pair, [plain["q"][d] for d in DOCS], atol=1e-5)
