@@ -1,27 +1,30 @@
-"""Pseudo-relevance feedback for dual encoders: Rocchio on the query vector.
+"""Pseudo-relevance feedback for dual encoders: the query and the candidates move towards the
+first stage's top candidates and towards each other before they are scored.
 
 A dual encoder scores a candidate by the cosine of the query's and the document's vectors. With
-feedback, the query vector first moves towards the documents the first stage ranks highest:
+feedback, one query's candidate list is scored in two steps, reading no judgment:
 
-    q' = normalise(q + weight * mean(vectors of the first stage's top `docs` candidates))
+1. Document neighbours (score regularization, Diaz, "Regularizing Ad Hoc Retrieval Scores",
+   CIKM 2005: related documents should score alike): each candidate's vector moves towards the
+   mean of its `neighbours` most similar other candidates,
+   d' = normalise(d + neighbour_weight * mean(neighbours' vectors)).
+2. Query feedback (Rocchio on dense vectors, the PRF that Li et al. found to help dense
+   retrievers most reliably: "Pseudo Relevance Feedback with Deep Language Models and Dense
+   Retrievers: Successes and Pitfalls", ACM TOIS 2023; ANCE-PRF, CIKM 2021, learns the same
+   move): q' = normalise(q + weight * mean(d' of the first stage's top `docs` candidates)).
 
-and every candidate is scored by q' . d. No judgment is read: the feedback documents are the
-first stage's own top of that query's candidate list (scores descending, then docid descending,
-as trec_eval ranks). Rocchio (1971) on dense vectors is the PRF that Li et al. found to help
-dense retrievers most reliably ("Pseudo Relevance Feedback with Deep Language Models and Dense
-Retrievers: Successes and Pitfalls", ACM TOIS 2023, section 3; also ANCE-PRF, Yu et al., CIKM
-2021, which learns the same move instead). On Cranfield's dev folds it is what the zero-shot
-MiniLM lacked most: the queries are long technical questions and the first stage's top three
-abstracts name the topic in the collection's own words (docs/evaluator.md "Feedback").
+Every candidate's score is q' . d'. Candidates are taken in the first stage's order (score
+descending, then docid descending, as trec_eval ranks); among equally similar neighbours the
+earlier in that order wins.
 
 The scores depend on the whole candidate list, so a model with feedback ranks lists, not pairs:
-the Trainer tunes `docs` and `weight` on the dev queries together with the fusion alpha
+the Trainer tunes the setting on the dev queries together with the fusion alpha
 (trainer_module/run_fn.py), the RankingEvaluator rescores each query's candidates here from the
 vectors its scoring pass kept (components/ranking_evaluator/executor.py), and the SavedModel's
-`rank_candidates` signature computes the same in-graph (trainer_module/export.py). Pair
+`rank_candidates` signature computes the same in-graph (trainer_module/export.py). The pair
 signatures (serving_default, score_examples) stay the model without feedback.
 
-Written by hand: three lines of numpy, and no library we use (TF-Ranking, pytrec_eval,
+Written by hand: a few lines of numpy, and no library we use (TF-Ranking, pytrec_eval,
 ir_measures) has dense feedback. In rankcore because the Trainer and the RankingEvaluator both
 use it, and those two never import each other.
 """
@@ -33,56 +36,109 @@ import numpy as np
 Run = dict[str, dict[str, float]]
 Vectors = dict[tuple[str, str], np.ndarray]  # ("q", qid) / ("d", docid) -> L2-normalised vector
 
-# The grid `trainer.feedback: tuned` searches (with the fusion alpha) on the dev queries. The
-# weight 0 (no feedback) is always in it, so feedback is kept only where dev says it helps.
+# The grid `trainer.feedback: tuned` searches (with the fusion alpha) on the dev queries. No
+# feedback comes first, so feedback is kept only where the dev queries say it helps.
 DOCS_GRID = (3, 5, 10)
 WEIGHT_GRID = (0.5, 1.0, 2.0)
-OFF = {"docs": 0, "weight": 0.0}
+NEIGHBOURS_GRID = ((0, 0.0), (5, 0.3), (5, 0.6))  # (neighbours, neighbour_weight)
+OFF = {"docs": 0, "weight": 0.0, "neighbours": 0, "neighbour_weight": 0.0}
+
+
+def setting(
+    docs: int, weight: float, neighbours: int = 0, neighbour_weight: float = 0.0
+) -> dict[str, int | float]:
+    return {
+        "docs": int(docs),
+        "weight": float(weight),
+        "neighbours": int(neighbours),
+        "neighbour_weight": float(neighbour_weight),
+    }
 
 
 def grid() -> list[dict]:
-    """Every setting `tuned` tries: off first, then each (docs, weight)."""
-    return [dict(OFF)] + [{"docs": k, "weight": w} for k in DOCS_GRID for w in WEIGHT_GRID]
+    """Every setting `tuned` tries: off first, then each (docs, weight, neighbours)."""
+    return [dict(OFF)] + [
+        setting(k, w, n, g) for k in DOCS_GRID for w in WEIGHT_GRID for n, g in NEIGHBOURS_GRID
+    ]
+
+
+def _query_on(settings: dict) -> bool:
+    return settings.get("docs", 0) > 0 and settings.get("weight", 0) > 0
+
+
+def _neighbours_on(settings: dict) -> bool:
+    return settings.get("neighbours", 0) > 0 and settings.get("neighbour_weight", 0) > 0
 
 
 def is_on(settings: dict | None) -> bool:
     """Whether a fusion dict's feedback settings (None: none) change the scores."""
-    return bool(settings) and settings.get("weight", 0) > 0 and settings.get("docs", 0) > 0
+    return bool(settings) and (_query_on(settings) or _neighbours_on(settings))
 
 
 def describe(settings: dict | None) -> str:
     """A setting in words, for reports and model cards."""
     if not is_on(settings):
         return "off"
-    return f"top {settings['docs']} first-stage candidates, weight {settings['weight']:g}"
+    parts = []
+    if _query_on(settings):
+        parts.append(f"query + {settings['weight']:g} x top {settings['docs']} first-stage")
+    if _neighbours_on(settings):
+        parts.append(
+            f"documents + {settings['neighbour_weight']:g} x {settings['neighbours']} "
+            "nearest candidates"
+        )
+    return ", ".join(parts)
 
 
-def feedback_docs(first_stage: dict[str, float], docs: int) -> list[str]:
-    """The first stage's top `docs` documents, in trec_eval order (score desc, docid desc)."""
-    return sorted(first_stage, key=lambda d: (first_stage[d], d), reverse=True)[:docs]
+def first_stage_order(first_stage: dict[str, float], docs) -> list[str]:
+    """`docs` in the first stage's order (score desc, docid desc, as trec_eval ranks); any
+    without a first-stage score last, by docid."""
+    scored = sorted(
+        (d for d in docs if d in first_stage), key=lambda d: (first_stage[d], d), reverse=True
+    )
+    return scored + sorted(d for d in docs if d not in first_stage)
 
 
-def expand(query: np.ndarray, feedback: list[np.ndarray], weight: float) -> np.ndarray:
-    """normalise(query + weight * mean(feedback)) in float64; the query itself without
-    feedback vectors."""
+def _normalise_rows(x: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(x, axis=-1, keepdims=True)
+    return np.where(norms > 0, x / np.where(norms > 0, norms, 1.0), x)
+
+
+def rank_list(
+    query: np.ndarray, docs: np.ndarray, num_scored: int, settings: dict | None
+) -> np.ndarray:
+    """One list's scores (float64): `docs` [N, H] in first-stage order, of which the first
+    `num_scored` have a first-stage score (only those can be feedback documents)."""
     q = np.asarray(query, np.float64)
-    if not feedback or weight == 0:
-        return q
-    moved = q + weight * np.mean(np.asarray(feedback, np.float64), axis=0)
-    norm = np.linalg.norm(moved)
-    return moved / norm if norm > 0 else q
+    d = np.asarray(docs, np.float64)
+    settings = settings or OFF
+    if _neighbours_on(settings) and len(d) > 1:
+        n = min(int(settings["neighbours"]), len(d) - 1)
+        sims = d @ d.T
+        np.fill_diagonal(sims, -np.inf)
+        # Most similar first; a stable sort keeps the earlier candidate first among equals.
+        nearest = np.argsort(-sims, axis=1, kind="stable")[:, :n]
+        d = _normalise_rows(d + settings["neighbour_weight"] * d[nearest].mean(axis=1))
+    k = min(int(settings.get("docs", 0)), num_scored)
+    if _query_on(settings) and k > 0:
+        q = _normalise_rows(q + settings["weight"] * d[:k].mean(axis=0))
+    return d @ q
 
 
 def rescore(run: Run, first_stage: Run, vectors: Vectors, settings: dict | None) -> Run:
-    """`run`'s candidates scored by the expanded query (float64 dot products). Feedback
-    documents are drawn from each query's candidates in `run` as `first_stage` orders them.
-    Without feedback (`is_on` false) `run` is returned as it is."""
+    """`run`'s candidates scored with feedback (`rank_list` per query), from each text's
+    vector. Without feedback (`is_on` false) `run` is returned as it is."""
     if not is_on(settings):
         return run
     out: Run = {}
     for qid, docs in run.items():
-        ranked = {d: first_stage[qid][d] for d in docs if d in first_stage.get(qid, {})}
-        top = feedback_docs(ranked, int(settings["docs"]))
-        query = expand(vectors[("q", qid)], [vectors[("d", d)] for d in top], settings["weight"])
-        out[qid] = {d: float(query @ np.asarray(vectors[("d", d)], np.float64)) for d in docs}
+        fs = first_stage.get(qid, {})
+        order = first_stage_order(fs, docs)
+        scores = rank_list(
+            vectors[("q", qid)],
+            np.array([vectors[("d", d)] for d in order]),
+            sum(1 for d in order if d in fs),
+            settings,
+        )
+        out[qid] = dict(zip(order, (float(s) for s in scores)))
     return out

@@ -229,8 +229,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         name="feedback-ignored-when-served",
         promise="the served model's rank_candidates ranks with the feedback it was chosen with",
         file="trainer_module/export.py",
-        find="self.feedback_docs = int(feedback[\"docs\"]) if on else 0",
-        replace="self.feedback_docs = 0",
+        find="fb = feedback if feedback_lib.is_on(feedback) else feedback_lib.OFF",
+        replace="fb = feedback_lib.OFF",
         tests=(
             "tests/trainer_module/test_trainer_dual_encoder.py::"
             "test_rank_candidates_ranks_with_feedback_as_the_evaluator_rescores",

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rankcore import config_loader
+from rankcore import feedback as feedback_lib
 from trainer_module.loss_registry import LOSS_NAMES
 from trainer_module.models.registry import MODEL_NAMES
 
@@ -201,14 +202,17 @@ class TrainerConfig:
     # ties to the larger alpha); fixed: fusion_alpha; none: the reranker's scores alone.
     fusion: str = "tuned"
     fusion_alpha: float = 0.5  # used with fusion: fixed
-    # Pseudo-relevance feedback (rankcore/feedback.py; dual_encoder only): the query vector
-    # moves towards the mean of the first stage's top candidates before scoring them. tuned:
-    # how many (3, 5, 10) and how far (0.5, 1, 2), or not at all, chosen on the dev queries
-    # together with alpha (needs fusion: tuned); fixed: feedback_docs and feedback_weight;
-    # none: off.
+    # Pseudo-relevance feedback (rankcore/feedback.py; dual_encoder only): before scoring a
+    # query's candidates, each candidate's vector moves towards its nearest other candidates
+    # and the query's towards the first stage's top candidates. tuned: the query's top 3, 5 or
+    # 10 at weight 0.5, 1 or 2, with 0 or 5 neighbours at 0.3 or 0.6, or none of it, chosen on
+    # the dev queries together with alpha (needs fusion: tuned); fixed: the feedback_* values
+    # below; none: off.
     feedback: str = "none"
-    feedback_docs: int = 3  # used with feedback: fixed
-    feedback_weight: float = 0.5  # used with feedback: fixed
+    feedback_docs: int = 3  # fixed: the query moves towards this many first-stage top documents
+    feedback_weight: float = 0.5  # fixed: by this weight (0: the query does not move)
+    feedback_neighbours: int = 0  # fixed: each candidate towards this many nearest candidates
+    feedback_neighbour_weight: float = 0.3  # fixed: by this weight
 
     # Steps and batches. batch_size is the GLOBAL micro-batch (groups per forward pass over
     # all replicas); one optimizer step sees batch_size * grad_accumulation_steps groups.
@@ -281,8 +285,16 @@ class TrainerConfig:
             "feedback",
             "fixed needs fusion tuned or fixed (the model carries it with its fusion)",
         )
-        _require(self.feedback_docs >= 1, "feedback_docs", "must be >= 1")
-        _require(self.feedback_weight > 0, "feedback_weight", "must be > 0")
+        for name in ("feedback_docs", "feedback_neighbours"):
+            _require(getattr(self, name) >= 0, name, "must be >= 0")
+        for name in ("feedback_weight", "feedback_neighbour_weight"):
+            _require(getattr(self, name) >= 0, name, "must be >= 0")
+        _require(
+            self.feedback != "fixed" or feedback_lib.is_on(self.fixed_feedback()),
+            "feedback",
+            "fixed changes nothing: set feedback_docs and feedback_weight, or "
+            "feedback_neighbours and feedback_neighbour_weight, above 0",
+        )
         _require(self.in_batch_scale > 0, "in_batch_scale", "must be > 0")
         _require(
             self.loss != "in_batch_softmax" or self.model == "dual_encoder",
@@ -331,6 +343,15 @@ class TrainerConfig:
             self.model != "dual_encoder" or bool(self.dual_encoder.checkpoint_dir),
             "dual_encoder.checkpoint_dir",
             "is required for model=dual_encoder",
+        )
+
+    def fixed_feedback(self) -> dict:
+        """The rankcore/feedback.py setting of `feedback: fixed`."""
+        return feedback_lib.setting(
+            self.feedback_docs,
+            self.feedback_weight,
+            self.feedback_neighbours,
+            self.feedback_neighbour_weight,
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -35,6 +35,7 @@ import logging
 import os
 import uuid
 
+import numpy as np
 import tensorflow as tf
 import tensorflow_transform as tft
 import tf_keras as keras
@@ -66,6 +67,12 @@ _EXAMPLE_SPEC = {
 _IDS = tf.TensorSpec([None, None], tf.int64)
 
 
+def _normalise(x: tf.Tensor) -> tf.Tensor:
+    """L2-normalised along the last axis; an all-zero vector stays zero (as numpy's)."""
+    norm = tf.norm(x, axis=-1, keepdims=True)
+    return tf.where(norm > 0, x / tf.where(norm > 0, norm, tf.ones_like(norm)), x)
+
+
 def _at_least_one_column(ids: tf.Tensor) -> tf.Tensor:
     # Models need a non-empty length axis; an all-[PAD] column changes no score.
     return tf.pad(ids, [[0, 0], [0, tf.maximum(0, 1 - tf.shape(ids)[1])]])
@@ -83,10 +90,12 @@ class RerankerModule(tf.Module):
     ):
         super().__init__()
         self.fusion_alpha = 1.0 if fusion_alpha is None else float(fusion_alpha)
-        # rankcore/feedback.py settings (dual encoders; rank_candidates only): 0 docs = off.
-        on = feedback_lib.is_on(feedback)
-        self.feedback_docs = int(feedback["docs"]) if on else 0
-        self.feedback_weight = float(feedback["weight"]) if on else 0.0
+        # rankcore/feedback.py's setting (dual encoders; rank_candidates only), as plain numbers.
+        fb = feedback if feedback_lib.is_on(feedback) else feedback_lib.OFF
+        self.feedback_docs = int(fb.get("docs", 0))
+        self.feedback_weight = float(fb.get("weight", 0.0))
+        self.feedback_neighbours = int(fb.get("neighbours", 0))
+        self.feedback_neighbour_weight = float(fb.get("neighbour_weight", 0.0))
         self.model = model
         self.tft_layer = tft_layer  # tracked: its vocab asset and tables are saved with us
         self.max_query_length = max_query_length
@@ -195,21 +204,36 @@ class DualEncoderModule(RerankerModule):
     def _rank_scores(
         self, query_ids: tf.Tensor, doc_ids: tf.Tensor, first_stage_scores: tf.Tensor
     ) -> tf.Tensor:
-        """With feedback, rankcore/feedback.py in float64: the query vector moved towards the
-        mean of the first stage's top `docs` candidates (ties: the earlier in the list)."""
+        """With feedback, rankcore/feedback.py's rank_list in float64: candidates in
+        first-stage order (ties: the earlier in the list first), each moved towards its nearest
+        other candidates, the query towards the top ones; scores back in the given order."""
         query = self._embed(query_ids, self.max_query_length)[EMBEDDING_OUTPUT][0]
         docs = self._embed(doc_ids, self.max_doc_length)[EMBEDDING_OUTPUT]
-        if not self.feedback_docs:
+        move_docs = self.feedback_neighbours > 0 and self.feedback_neighbour_weight > 0
+        move_query = self.feedback_docs > 0 and self.feedback_weight > 0
+        if not (move_docs or move_query):
             return tf.reduce_sum(query[None, :] * docs, axis=-1)
-        query, docs = tf.cast(query, tf.float64), tf.cast(docs, tf.float64)
-        k = tf.minimum(self.feedback_docs, tf.shape(docs)[0])
-        order = tf.argsort(first_stage_scores, direction="DESCENDING", stable=True)[:k]
-        top = tf.gather(docs, order)
-        mean = tf.math.divide_no_nan(tf.reduce_sum(top, axis=0), tf.cast(k, tf.float64))
-        moved = query + self.feedback_weight * mean
-        norm = tf.norm(moved)
-        query = tf.where(norm > 0, moved / tf.where(norm > 0, norm, 1.0), query)
-        return tf.cast(tf.linalg.matvec(docs, query), tf.float32)
+        order = tf.argsort(first_stage_scores, direction="DESCENDING", stable=True)
+        query = tf.cast(query, tf.float64)
+        docs = tf.gather(tf.cast(docs, tf.float64), order)
+        count = tf.shape(docs)[0]
+        if move_docs:
+            n = tf.minimum(self.feedback_neighbours, tf.maximum(count - 1, 0))
+            sims = tf.linalg.set_diag(
+                tf.matmul(docs, docs, transpose_b=True),
+                tf.fill([count], tf.constant(-np.inf, tf.float64)),
+            )
+            _, nearest = tf.math.top_k(sims, k=n)  # equal values: the lower index first
+            mean = tf.math.divide_no_nan(
+                tf.reduce_sum(tf.gather(docs, nearest), axis=1), tf.cast(n, tf.float64)
+            )
+            docs = _normalise(docs + self.feedback_neighbour_weight * mean)
+        if move_query:
+            k = tf.minimum(self.feedback_docs, count)
+            mean = tf.math.divide_no_nan(tf.reduce_sum(docs[:k], axis=0), tf.cast(k, tf.float64))
+            query = _normalise(query + self.feedback_weight * mean)
+        scores = tf.linalg.matvec(docs, query)
+        return tf.cast(tf.gather(scores, tf.argsort(order)), tf.float32)
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")], autograph=False)
     def embed_texts(self, text: tf.Tensor) -> dict[str, tf.Tensor]:

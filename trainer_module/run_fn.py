@@ -61,7 +61,7 @@ def choose_fusion(
     # a setting must beat every one before it, so a tie keeps the simpler one (off).
     settings = {
         "tuned": feedback.grid(),
-        "fixed": [{"docs": cfg.feedback_docs, "weight": cfg.feedback_weight}],
+        "fixed": [cfg.fixed_feedback()],
         "none": [dict(feedback.OFF)],
     }[cfg.feedback]
     vectors = {key: vector for key, (_, vector) in (dev.vectors or {}).items()}

@@ -60,4 +60,26 @@ def test_the_grid_starts_with_off():
     grid = feedback.grid()
     assert grid[0] == feedback.OFF and not feedback.is_on(grid[0])
     assert all(feedback.is_on(g) for g in grid[1:])
-    assert len(grid) == 1 + len(feedback.DOCS_GRID) * len(feedback.WEIGHT_GRID)
+    assert len(grid) == 1 + len(feedback.DOCS_GRID) * len(feedback.WEIGHT_GRID) * len(
+        feedback.NEIGHBOURS_GRID
+    )
+    assert len({tuple(g.values()) for g in grid}) == len(grid)
+
+
+def test_each_candidate_moves_towards_its_nearest_candidates_before_the_query_moves():
+    first = {"q1": {"a": 4.0, "b": 3.0, "c": 2.0, "d": 1.0}}
+    setting = feedback.setting(docs=1, weight=1.0, neighbours=1, neighbour_weight=0.5)
+    got = feedback.rescore(RUN, first, VECTORS, setting)
+    v = {d: VECTORS[("d", d)] for d in "abcd"}
+    # Nearest other candidate by cosine: a -> b (0.71; c is 0.20), b -> a (a, d tie at 0.71:
+    # the earlier in the first stage's order, a), c -> a, d -> b.
+    nearest = {"a": "b", "b": "a", "c": "a", "d": "b"}
+    moved = {d: _unit(v[d] + 0.5 * v[nearest[d]]) for d in "abcd"}
+    query = _unit(VECTORS[("q", "q1")] + moved["a"])  # the first stage's top 1: a, moved
+    assert got["q1"] == pytest.approx({d: query @ moved[d] for d in "abcd"}, abs=1e-12)
+    # Neighbours alone (the query stays): q . d' for each moved candidate.
+    alone = feedback.rescore(
+        RUN, first, VECTORS, feedback.setting(0, 0.0, neighbours=1, neighbour_weight=0.5)
+    )
+    q = VECTORS[("q", "q1")]
+    assert alone["q1"] == pytest.approx({d: q @ moved[d] for d in "abcd"}, abs=1e-12)

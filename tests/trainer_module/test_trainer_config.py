@@ -78,8 +78,9 @@ def test_field_types_are_plain():
         ({"feedback": "rocchio"}, "feedback must be one of"),
         ({"model": "dual_encoder", "feedback": "tuned", "fusion": "fixed"}, "needs fusion=tuned"),
         ({"model": "dual_encoder", "feedback": "fixed", "fusion": "none"}, "fixed needs fusion"),
-        ({"model": "dual_encoder", "feedback": "fixed", "feedback_docs": 0}, "feedback_docs"),
-        ({"model": "dual_encoder", "feedback": "fixed", "feedback_weight": 0}, "feedback_weight"),
+        ({"model": "dual_encoder", "feedback": "fixed", "feedback_docs": 0}, "changes nothing"),
+        ({"model": "dual_encoder", "feedback_weight": -1}, "feedback_weight must be >= 0"),
+        ({"model": "dual_encoder", "feedback_neighbours": -1}, "feedback_neighbours must be"),
     ],
 )
 def test_feedback_needs_a_dual_encoder_and_fusion(data, message):

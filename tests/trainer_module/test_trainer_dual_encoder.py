@@ -528,13 +528,11 @@ def test_feedback_is_chosen_with_alpha_on_the_dev_queries_where_it_helps(bert_ch
     for setting in feedback.grid():
         run = feedback.rescore(dev.run, dev.first_stage, stored, setting)
         for alpha in fusion.ALPHA_GRID:
-            table[(setting["docs"], setting["weight"], alpha)] = metric(
-                fusion.fuse_run(run, dev.first_stage, alpha)
-            )
+            table[(*setting.values(), alpha)] = metric(fusion.fuse_run(run, dev.first_stage, alpha))
     best = max(table.values())
     assert feedback.is_on(tuned["feedback"])
     assert tuned["dev_fused"] == pytest.approx(best, abs=1e-12)
-    chosen = (tuned["feedback"]["docs"], tuned["feedback"]["weight"], tuned["alpha"])
+    chosen = (*tuned["feedback"].values(), tuned["alpha"])
     assert table[chosen] == pytest.approx(best, abs=1e-12)
     assert tuned["dev_fused"] > plain["dev_fused"] + 0.02
     assert tuned["dev_reranker_without_feedback"] == pytest.approx(metric(dev.run))
@@ -556,7 +554,7 @@ def test_rank_candidates_ranks_with_feedback_as_the_evaluator_rescores(
     vocab = read_vocab(transform_graph)
     cfg = _config(bert_checkpoint, train_steps=0)
     model = build_model(cfg, len(vocab), trainer_testdata.MAX_Q, trainer_testdata.MAX_D, vocab)
-    setting = {"docs": 2, "weight": 1.0}
+    setting = feedback.setting(docs=2, weight=1.0, neighbours=2, neighbour_weight=0.5)
     directory = str(tmp_path / "model")
     export_serving_model(
         model,

@@ -30,7 +30,7 @@ import bert_testdata  # noqa: E402  (a tiny BERT checkpoint written from scratch
 
 K = 3
 PIPELINE_NAME = "feedback-test"
-SETTING = {"docs": 2, "weight": 1.0}
+SETTING = feedback.setting(docs=2, weight=1.0, neighbours=2, neighbour_weight=0.3)
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +53,8 @@ def feedback_run(tmp_path_factory: pytest.TempPathFactory):
         "trainer.feedback=fixed",
         f"trainer.feedback_docs={SETTING['docs']}",
         f"trainer.feedback_weight={SETTING['weight']}",
+        f"trainer.feedback_neighbours={SETTING['neighbours']}",
+        f"trainer.feedback_neighbour_weight={SETTING['neighbour_weight']}",
         "evaluator.min_values={}",
     ]
     output = _run_pipeline(outputs, settings)
