@@ -81,11 +81,11 @@ def describe(settings: dict | None) -> str:
         return "off"
     parts = []
     if _query_on(settings):
-        parts.append(f"query + {settings['weight']:g} x top {settings['docs']} first-stage")
+        parts.append(f"query + {settings['weight']:g} x mean of the top {settings['docs']}")
     if _neighbours_on(settings):
         parts.append(
-            f"documents + {settings['neighbour_weight']:g} x {settings['neighbours']} "
-            "nearest candidates"
+            f"candidates + {settings['neighbour_weight']:g} x mean of their "
+            f"{settings['neighbours']} nearest"
         )
     return ", ".join(parts)
 

@@ -122,12 +122,14 @@ def fusion_note(metrics: dict) -> str:
     )
     settings = fusion.get("feedbacks") or ([fusion["feedback"]] if "feedback" in fusion else [])
     if any(feedback.is_on(s) for s in settings):
-        what = "; ".join(feedback.describe(s) for s in settings)
-        by_fold = " (by fold)" if "feedbacks" in fusion else ""
+        what = "; ".join(
+            (f"fold {i}: " if "feedbacks" in fusion else "") + feedback.describe(s)
+            for i, s in enumerate(settings)
+        )
         note += (
-            " The reranker scores each query's candidates with pseudo-relevance feedback: its "
-            "query vector moved towards the mean of the first stage's top candidates' vectors"
-            f"{by_fold}: {what}."
+            " The reranker scores each query's candidates with pseudo-relevance feedback "
+            "(each candidate's vector moved towards its nearest candidates, the query's towards "
+            f"the first stage's top candidates; chosen on the dev queries): {what}."
         )
     return note
 

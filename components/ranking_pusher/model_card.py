@@ -164,9 +164,9 @@ def markdown(card: dict[str, Any]) -> str:
         if feedback.is_on(fusion.get("feedback")):
             what = feedback.describe(fusion["feedback"])
             lines.append(
-                "- `rank_candidates` scores with pseudo-relevance feedback (its query vector moved "
-                f"towards the first stage's top candidates): {what}; the pair signatures score "
-                "without it"
+                "- `rank_candidates` scores with pseudo-relevance feedback (each candidate moved "
+                "towards its nearest candidates, the query towards the first stage's top "
+                f"candidates): {what}; the pair signatures score without it"
             )
     lines += [f"- signature `{k}`: {v}" for k, v in card["signatures"].items()]
     usage = USAGE.format(path=card["serving_path"]).rstrip()

@@ -127,5 +127,5 @@ def test_each_fold_is_ranked_with_its_models_feedback(feedback_run) -> None:
 def test_the_report_says_how_the_reranker_used_feedback(feedback_run) -> None:
     run, _ = feedback_run
     report = Path(run.evaluation.uri, "report.md").read_text()
-    described = "; ".join([feedback.describe(SETTING)] * K)
+    described = "; ".join(f"fold {i}: {feedback.describe(SETTING)}" for i in range(K))
     assert "pseudo-relevance feedback" in report and described in report
