@@ -273,7 +273,8 @@ class TrainerConfig:
         _require(
             self.feedback == "none" or self.model == "dual_encoder",
             "feedback",
-            f"{self.feedback} needs model=dual_encoder (it moves the query vector)",
+            f"{self.feedback} needs model=dual_encoder (it moves the query's and the documents' "
+            "vectors)",
         )
         _require(
             self.feedback != "tuned" or self.fusion == "tuned",
@@ -285,10 +286,8 @@ class TrainerConfig:
             "feedback",
             "fixed needs fusion tuned or fixed (the model carries it with its fusion)",
         )
-        for name in ("feedback_docs", "feedback_neighbours"):
-            _require(getattr(self, name) >= 0, name, "must be >= 0")
-        for name in ("feedback_weight", "feedback_neighbour_weight"):
-            _require(getattr(self, name) >= 0, name, "must be >= 0")
+        for name in ("docs", "weight", "neighbours", "neighbour_weight"):
+            _require(getattr(self, f"feedback_{name}") >= 0, f"feedback_{name}", "must be >= 0")
         _require(
             self.feedback != "fixed" or feedback_lib.is_on(self.fixed_feedback()),
             "feedback",
