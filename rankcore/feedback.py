@@ -62,17 +62,19 @@ def grid() -> list[dict]:
     ]
 
 
-def _query_on(settings: dict) -> bool:
+def moves_query(settings: dict) -> bool:
+    """Whether the query moves (docs and weight above 0)."""
     return settings.get("docs", 0) > 0 and settings.get("weight", 0) > 0
 
 
-def _neighbours_on(settings: dict) -> bool:
+def moves_documents(settings: dict) -> bool:
+    """Whether the candidates move towards their neighbours."""
     return settings.get("neighbours", 0) > 0 and settings.get("neighbour_weight", 0) > 0
 
 
 def is_on(settings: dict | None) -> bool:
     """Whether a fusion dict's feedback settings (None: none) change the scores."""
-    return bool(settings) and (_query_on(settings) or _neighbours_on(settings))
+    return bool(settings) and (moves_query(settings) or moves_documents(settings))
 
 
 def describe(settings: dict | None) -> str:
@@ -80,9 +82,9 @@ def describe(settings: dict | None) -> str:
     if not is_on(settings):
         return "off"
     parts = []
-    if _query_on(settings):
+    if moves_query(settings):
         parts.append(f"query + {settings['weight']:g} x mean of the top {settings['docs']}")
-    if _neighbours_on(settings):
+    if moves_documents(settings):
         parts.append(
             f"candidates + {settings['neighbour_weight']:g} x mean of their "
             f"{settings['neighbours']} nearest"
@@ -112,7 +114,7 @@ def rank_list(
     q = np.asarray(query, np.float64)
     d = np.asarray(docs, np.float64)
     settings = settings or OFF
-    if _neighbours_on(settings) and len(d) > 1:
+    if moves_documents(settings) and len(d) > 1:
         n = min(int(settings["neighbours"]), len(d) - 1)
         sims = d @ d.T
         np.fill_diagonal(sims, -np.inf)
@@ -120,7 +122,7 @@ def rank_list(
         nearest = np.argsort(-sims, axis=1, kind="stable")[:, :n]
         d = _normalise_rows(d + settings["neighbour_weight"] * d[nearest].mean(axis=1))
     k = min(int(settings.get("docs", 0)), num_scored)
-    if _query_on(settings) and k > 0:
+    if moves_query(settings) and k > 0:
         q = _normalise_rows(q + settings["weight"] * d[:k].mean(axis=0))
     return d @ q
 

@@ -11,9 +11,9 @@ Signatures:
   list, fused with the first stage as the Trainer chose (rankcore/fusion.py; min-max per
   list, alpha * reranker + (1 - alpha) * first stage). Without fusion alpha is 1 (the fused score
   is the reranker's, min-max normalised: the same order). A dual encoder with feedback
-  (rankcore/feedback.py) scores the list with its query vector moved towards the first stage's
-  top candidates: this signature ranks as the RankingEvaluator ranks, the pair signatures score
-  without feedback.
+  (rankcore/feedback.py) scores the list with each candidate's vector moved towards its nearest
+  candidates and the query's towards the first stage's top candidates: this signature ranks as
+  the RankingEvaluator ranks, the pair signatures score without feedback.
 Dual encoders (a model with `embed`, trainer_module/models/dual_encoder.py) also get:
 - embed_texts(text: string [None]) -> {"embedding": float32 [None, H]}: raw text -> the model's
   L2-normalised vector, truncated to the document length (what indexing a corpus needs; the
@@ -92,6 +92,8 @@ class RerankerModule(tf.Module):
         self.fusion_alpha = 1.0 if fusion_alpha is None else float(fusion_alpha)
         # rankcore/feedback.py's setting (dual encoders; rank_candidates only), as plain numbers.
         fb = feedback if feedback_lib.is_on(feedback) else feedback_lib.OFF
+        self.feedback_query = feedback_lib.moves_query(fb)
+        self.feedback_documents = feedback_lib.moves_documents(fb)
         self.feedback_docs = int(fb.get("docs", 0))
         self.feedback_weight = float(fb.get("weight", 0.0))
         self.feedback_neighbours = int(fb.get("neighbours", 0))
@@ -209,15 +211,13 @@ class DualEncoderModule(RerankerModule):
         other candidates, the query towards the top ones; scores back in the given order."""
         query = self._embed(query_ids, self.max_query_length)[EMBEDDING_OUTPUT][0]
         docs = self._embed(doc_ids, self.max_doc_length)[EMBEDDING_OUTPUT]
-        move_docs = self.feedback_neighbours > 0 and self.feedback_neighbour_weight > 0
-        move_query = self.feedback_docs > 0 and self.feedback_weight > 0
-        if not (move_docs or move_query):
+        if not (self.feedback_documents or self.feedback_query):
             return tf.reduce_sum(query[None, :] * docs, axis=-1)
         order = tf.argsort(first_stage_scores, direction="DESCENDING", stable=True)
         query = tf.cast(query, tf.float64)
         docs = tf.gather(tf.cast(docs, tf.float64), order)
         count = tf.shape(docs)[0]
-        if move_docs:
+        if self.feedback_documents:
             n = tf.minimum(self.feedback_neighbours, tf.maximum(count - 1, 0))
             sims = tf.linalg.set_diag(
                 tf.matmul(docs, docs, transpose_b=True),
@@ -228,7 +228,7 @@ class DualEncoderModule(RerankerModule):
                 tf.reduce_sum(tf.gather(docs, nearest), axis=1), tf.cast(n, tf.float64)
             )
             docs = _normalise(docs + self.feedback_neighbour_weight * mean)
-        if move_query:
+        if self.feedback_query:
             k = tf.minimum(self.feedback_docs, count)
             mean = tf.math.divide_no_nan(tf.reduce_sum(docs[:k], axis=0), tf.cast(k, tf.float64))
             query = _normalise(query + self.feedback_weight * mean)
