@@ -11,7 +11,12 @@ feedback, one query's candidate list is scored in two steps, reading no judgment
 2. Query feedback (Rocchio on dense vectors, the PRF that Li et al. found to help dense
    retrievers most reliably: "Pseudo Relevance Feedback with Deep Language Models and Dense
    Retrievers: Successes and Pitfalls", ACM TOIS 2023; ANCE-PRF, CIKM 2021, learns the same
-   move): q' = normalise(q + weight * mean(d' of the first stage's top `docs` candidates)).
+   move): q' = normalise(q + weight * mean(d' of the top `docs` candidates)). The top
+   candidates are the first stage's (`from: first_stage`), or (`from: fused`) those of a first
+   pass that ranks by the model's own fused score, alpha * minmax(q . d') + (1 - alpha) *
+   minmax(first stage) at the alpha the model carries (rankcore/fusion.py): feedback from the
+   better of the two rankings, as dense PRF takes it from the dense ranking (ANCE-PRF) and
+   classic PRF from the ranking it expands. Ties in the first pass keep the first stage's order.
 
 Every candidate's score is q' . d'. Candidates are taken in the first stage's order (score
 descending, then docid descending, as trec_eval ranks); among equally similar neighbours the
@@ -33,6 +38,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from rankcore import fusion
+
 Run = dict[str, dict[str, float]]
 Vectors = dict[tuple[str, str], np.ndarray]  # ("q", qid) / ("d", docid) -> L2-normalised vector
 
@@ -41,24 +48,39 @@ Vectors = dict[tuple[str, str], np.ndarray]  # ("q", qid) / ("d", docid) -> L2-n
 DOCS_GRID = (3, 5, 10)
 WEIGHT_GRID = (0.5, 1.0, 2.0)
 NEIGHBOURS_GRID = ((0, 0.0), (5, 0.3), (5, 0.6))  # (neighbours, neighbour_weight)
+# Where the query's feedback documents come from: the first stage's top candidates, or the top
+# of a first pass fused at the model's alpha. A setting without "from" (older models) is
+# first_stage.
+SOURCES = ("first_stage", "fused")
 OFF = {"docs": 0, "weight": 0.0, "neighbours": 0, "neighbour_weight": 0.0}
 
 
 def setting(
-    docs: int, weight: float, neighbours: int = 0, neighbour_weight: float = 0.0
-) -> dict[str, int | float]:
+    docs: int,
+    weight: float,
+    neighbours: int = 0,
+    neighbour_weight: float = 0.0,
+    source: str = "first_stage",
+) -> dict[str, int | float | str]:
+    if source not in SOURCES:
+        raise ValueError(f"feedback source {source!r}: must be one of {', '.join(SOURCES)}")
     return {
         "docs": int(docs),
         "weight": float(weight),
         "neighbours": int(neighbours),
         "neighbour_weight": float(neighbour_weight),
+        "from": source,
     }
 
 
-def grid() -> list[dict]:
-    """Every setting `tuned` tries: off first, then each (docs, weight, neighbours)."""
+def grid(source: str = "first_stage") -> list[dict]:
+    """Every setting `tuned` tries: off first, then each (docs, weight, neighbours), the query's
+    feedback documents taken from `source`."""
     return [dict(OFF)] + [
-        setting(k, w, n, g) for k in DOCS_GRID for w in WEIGHT_GRID for n, g in NEIGHBOURS_GRID
+        setting(k, w, n, g, source)
+        for k in DOCS_GRID
+        for w in WEIGHT_GRID
+        for n, g in NEIGHBOURS_GRID
     ]
 
 
@@ -72,6 +94,12 @@ def moves_documents(settings: dict) -> bool:
     return settings.get("neighbours", 0) > 0 and settings.get("neighbour_weight", 0) > 0
 
 
+def from_fused(settings: dict | None) -> bool:
+    """Whether the query's feedback documents are the top of the fused first pass (so the
+    scores depend on the fusion alpha)."""
+    return bool(settings) and moves_query(settings) and settings.get("from") == "fused"
+
+
 def is_on(settings: dict | None) -> bool:
     """Whether a fusion dict's feedback settings (None: none) change the scores."""
     return bool(settings) and (moves_query(settings) or moves_documents(settings))
@@ -83,7 +111,8 @@ def describe(settings: dict | None) -> str:
         return "off"
     parts = []
     if moves_query(settings):
-        parts.append(f"query + {settings['weight']:g} x mean of the top {settings['docs']}")
+        top = "fused first pass's" if from_fused(settings) else "first stage's"
+        parts.append(f"query + {settings['weight']:g} x mean of the {top} top {settings['docs']}")
     if moves_documents(settings):
         parts.append(
             f"candidates + {settings['neighbour_weight']:g} x mean of their "
@@ -107,11 +136,17 @@ def _normalise_rows(x: np.ndarray) -> np.ndarray:
 
 
 def rank_list(
-    query: np.ndarray, docs: np.ndarray, num_scored: int, settings: dict | None
+    query: np.ndarray,
+    docs: np.ndarray,
+    first_stage: np.ndarray,
+    settings: dict | None,
+    alpha: float | None = None,
 ) -> np.ndarray:
-    """One list's scores (float64): `docs` [N, H] in first-stage order, of which the first
-    `num_scored` have a first-stage score (only those can be feedback documents)."""
+    """One list's scores (float64): `docs` [N, H] in first-stage order, the first
+    len(`first_stage`) of them with those first-stage scores (only those can be feedback
+    documents). `alpha`: the model's fusion alpha, needed when the feedback is `from: fused`."""
     q = np.asarray(query, np.float64)
+    num_scored = len(first_stage)
     d = np.asarray(docs, np.float64)
     settings = settings or OFF
     if moves_documents(settings) and len(d) > 1:
@@ -123,13 +158,28 @@ def rank_list(
         d = _normalise_rows(d + settings["neighbour_weight"] * d[nearest].mean(axis=1))
     k = min(int(settings.get("docs", 0)), num_scored)
     if moves_query(settings) and k > 0:
-        q = _normalise_rows(q + settings["weight"] * d[:k].mean(axis=0))
+        top = np.arange(k)
+        if from_fused(settings):
+            if alpha is None:
+                raise ValueError(
+                    f"feedback from the fused first pass ({settings}) needs the fusion alpha"
+                )
+            first_pass = fusion.fuse(d[:num_scored] @ q, first_stage, alpha)
+            top = np.argsort(-first_pass, kind="stable")[:k]  # ties: first-stage order
+        q = _normalise_rows(q + settings["weight"] * d[top].mean(axis=0))
     return d @ q
 
 
-def rescore(run: Run, first_stage: Run, vectors: Vectors, settings: dict | None) -> Run:
+def rescore(
+    run: Run,
+    first_stage: Run,
+    vectors: Vectors,
+    settings: dict | None,
+    alpha: float | None = None,
+) -> Run:
     """`run`'s candidates scored with feedback (`rank_list` per query), from each text's
-    vector. Without feedback (`is_on` false) `run` is returned as it is."""
+    vector; `alpha` is the model's fusion alpha (used by `from: fused`). Without feedback
+    (`is_on` false) `run` is returned as it is."""
     if not is_on(settings):
         return run
     out: Run = {}
@@ -139,8 +189,9 @@ def rescore(run: Run, first_stage: Run, vectors: Vectors, settings: dict | None)
         scores = rank_list(
             vectors[("q", qid)],
             np.array([vectors[("d", d)] for d in order]),
-            sum(1 for d in order if d in fs),
+            np.array([fs[d] for d in order if d in fs], np.float64),
             settings,
+            alpha,
         )
         out[qid] = dict(zip(order, (float(s) for s in scores)))
     return out

@@ -62,14 +62,16 @@ def fuse_run(reranker: Run, first_stage: Run, alpha: float) -> Run:
 
 
 def tune_alpha(
-    reranker: Run,
+    reranker: Run | Callable[[float], Run],
     first_stage: Run,
     metric_fn: Callable[[Run], float],
     grid: tuple[float, ...] = ALPHA_GRID,
 ) -> tuple[float, dict[float, float]]:
     """The grid alpha maximising metric_fn(fused dev run); ties go to the larger alpha.
-    Returns (alpha, {alpha: metric})."""
-    values = {alpha: metric_fn(fuse_run(reranker, first_stage, alpha)) for alpha in grid}
+    `reranker` is a run, or a function of alpha giving one (a reranker whose scores depend on
+    the alpha, as feedback from the fused first pass does). Returns (alpha, {alpha: metric})."""
+    run_at = reranker if callable(reranker) else lambda _: reranker
+    values = {alpha: metric_fn(fuse_run(run_at(alpha), first_stage, alpha)) for alpha in grid}
     best = max(values.items(), key=lambda kv: (kv[1], kv[0]))
     return best[0], values
 

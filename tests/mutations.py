@@ -221,8 +221,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         name="feedback-ignored-by-evaluator",
         promise="a dual encoder with feedback is evaluated as it ranks: with its feedback",
         file="components/ranking_evaluator/executor.py",
-        find="runs[name] = feedback.rescore(runs[name], first_stage or {}, vectors[name], setting)",
-        replace="runs[name] = runs[name]",
+        find="runs[name] = feedback.rescore(",
+        replace="runs[name] = runs[name] if True else feedback.rescore(",
         tests=("tests/components/ranking_evaluator/test_feedback_pipeline.py",),
     ),
     Mutation(
@@ -231,6 +231,28 @@ MUTATIONS: tuple[Mutation, ...] = (
         file="trainer_module/export.py",
         find="fb = feedback if feedback_lib.is_on(feedback) else feedback_lib.OFF",
         replace="fb = feedback_lib.OFF",
+        tests=(
+            "tests/trainer_module/test_trainer_dual_encoder.py::"
+            "test_rank_candidates_ranks_with_feedback_as_the_evaluator_rescores",
+        ),
+    ),
+    Mutation(
+        name="feedback-fused-first-pass-ignored",
+        promise="feedback from the fused first pass takes the top of the ranking fused at alpha",
+        file="rankcore/feedback.py",
+        find="first_pass = fusion.fuse(d[:num_scored] @ q, first_stage, alpha)",
+        replace="first_pass = first_stage",
+        tests=(
+            "tests/rankcore/test_feedback.py",
+            "tests/components/ranking_evaluator/test_feedback_pipeline.py",
+        ),
+    ),
+    Mutation(
+        name="feedback-fused-ignored-when-served",
+        promise="the served rank_candidates takes feedback from the fused first pass as chosen",
+        file="trainer_module/export.py",
+        find="if self.feedback_from_fused:",
+        replace="if False:",
         tests=(
             "tests/trainer_module/test_trainer_dual_encoder.py::"
             "test_rank_candidates_ranks_with_feedback_as_the_evaluator_rescores",

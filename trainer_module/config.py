@@ -209,7 +209,11 @@ class TrainerConfig:
     # the dev queries together with alpha (needs fusion: tuned); fixed: the feedback_* values
     # below; none: off.
     feedback: str = "none"
-    feedback_docs: int = 3  # fixed: the query moves towards this many first-stage top documents
+    # tuned and fixed: the query's feedback documents are the first stage's top (first_stage),
+    # or the top of a first pass ranked by the model's own score fused with the first stage's
+    # at the model's alpha (fused: feedback from the better ranking; alpha is tuned with it).
+    feedback_from: str = "first_stage"
+    feedback_docs: int = 3  # fixed: the query moves towards this many top documents
     feedback_weight: float = 0.5  # fixed: by this weight (0: the query does not move)
     feedback_neighbours: int = 0  # fixed: each candidate towards this many nearest candidates
     feedback_neighbour_weight: float = 0.3  # fixed: by this weight
@@ -270,6 +274,7 @@ class TrainerConfig:
         _choice(self.fusion, "fusion", FUSION_MODES)
         _require(0.0 <= self.fusion_alpha <= 1.0, "fusion_alpha", "must be in [0, 1]")
         _choice(self.feedback, "feedback", FEEDBACK_MODES)
+        _choice(self.feedback_from, "feedback_from", feedback_lib.SOURCES)
         _require(
             self.feedback == "none" or self.model == "dual_encoder",
             "feedback",
@@ -351,6 +356,7 @@ class TrainerConfig:
             self.feedback_weight,
             self.feedback_neighbours,
             self.feedback_neighbour_weight,
+            self.feedback_from,
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -12,8 +12,9 @@ Signatures:
   list, alpha * reranker + (1 - alpha) * first stage). Without fusion alpha is 1 (the fused score
   is the reranker's, min-max normalised: the same order). A dual encoder with feedback
   (rankcore/feedback.py) scores the list with each candidate's vector moved towards its nearest
-  candidates and the query's towards the first stage's top candidates: this signature ranks as
-  the RankingEvaluator ranks, the pair signatures score without feedback.
+  candidates and the query's towards the top candidates (the first stage's, or those of a first
+  pass fused at the model's alpha): this signature ranks as the RankingEvaluator ranks, the pair
+  signatures score without feedback.
 Dual encoders (a model with `embed`, trainer_module/models/dual_encoder.py) also get:
 - embed_texts(text: string [None]) -> {"embedding": float32 [None, H]}: raw text -> the model's
   L2-normalised vector, truncated to the document length (what indexing a corpus needs; the
@@ -94,6 +95,7 @@ class RerankerModule(tf.Module):
         fb = feedback if feedback_lib.is_on(feedback) else feedback_lib.OFF
         self.feedback_query = feedback_lib.moves_query(fb)
         self.feedback_documents = feedback_lib.moves_documents(fb)
+        self.feedback_from_fused = feedback_lib.from_fused(fb)
         self.feedback_docs = int(fb.get("docs", 0))
         self.feedback_weight = float(fb.get("weight", 0.0))
         self.feedback_neighbours = int(fb.get("neighbours", 0))
@@ -208,7 +210,8 @@ class DualEncoderModule(RerankerModule):
     ) -> tf.Tensor:
         """With feedback, rankcore/feedback.py's rank_list in float64: candidates in
         first-stage order (ties: the earlier in the list first), each moved towards its nearest
-        other candidates, the query towards the top ones; scores back in the given order."""
+        other candidates, the query towards the top ones (the first stage's, or those of a
+        first pass fused at the model's alpha); scores back in the given order."""
         query = self._embed(query_ids, self.max_query_length)[EMBEDDING_OUTPUT][0]
         docs = self._embed(doc_ids, self.max_doc_length)[EMBEDDING_OUTPUT]
         if not (self.feedback_documents or self.feedback_query):
@@ -230,7 +233,15 @@ class DualEncoderModule(RerankerModule):
             docs = _normalise(docs + self.feedback_neighbour_weight * mean)
         if self.feedback_query:
             k = tf.minimum(self.feedback_docs, count)
-            mean = tf.math.divide_no_nan(tf.reduce_sum(docs[:k], axis=0), tf.cast(k, tf.float64))
+            top = tf.range(k)
+            if self.feedback_from_fused:  # the top of a first pass fused at the model's alpha
+                first = self.fusion_alpha * fusion_lib.minmax_tf(tf.linalg.matvec(docs, query)) + (
+                    1.0 - self.fusion_alpha
+                ) * fusion_lib.minmax_tf(tf.gather(first_stage_scores, order))
+                top = tf.argsort(first, direction="DESCENDING", stable=True)[:k]
+            mean = tf.math.divide_no_nan(
+                tf.reduce_sum(tf.gather(docs, top), axis=0), tf.cast(k, tf.float64)
+            )
             query = _normalise(query + self.feedback_weight * mean)
         scores = tf.linalg.matvec(docs, query)
         return tf.cast(tf.gather(scores, tf.argsort(order)), tf.float32)

@@ -60,19 +60,29 @@ def choose_fusion(
     # With feedback tuned, each feedback setting (off first) is scored with its best alpha;
     # a setting must beat every one before it, so a tie keeps the simpler one (off).
     settings = {
-        "tuned": feedback.grid(),
+        "tuned": feedback.grid(cfg.feedback_from),
         "fixed": [cfg.fixed_feedback()],
         "none": [dict(feedback.OFF)],
     }[cfg.feedback]
     vectors = {key: vector for key, (_, vector) in (dev.vectors or {}).items()}
+
+    def rescored(setting: dict, alpha: float | None = None) -> dict:
+        return feedback.rescore(dev.run, dev.first_stage, vectors, setting, alpha)
+
     best = None
     for setting in settings:
-        run = feedback.rescore(dev.run, dev.first_stage, vectors, setting)
-        tuned, grid = fusion.tune_alpha(run, dev.first_stage, metric)
+        # Feedback from the fused first pass depends on alpha: rescored at each alpha tried.
+        if feedback.from_fused(setting):
+            tuned, grid = fusion.tune_alpha(
+                lambda a, s=setting: rescored(s, a), dev.first_stage, metric
+            )
+        else:
+            tuned, grid = fusion.tune_alpha(rescored(setting), dev.first_stage, metric)
         if best is None or grid[tuned] > best[2][best[1]]:
-            best = (setting, tuned, grid, run)
-    setting, tuned, grid, run = best
+            best = (setting, tuned, grid)
+    setting, tuned, grid = best
     alpha = fusion.fusion_alpha(cfg.fusion, cfg.fusion_alpha, tuned)
+    run = rescored(setting, alpha)
     info = {
         "mode": cfg.fusion,
         "alpha": alpha,

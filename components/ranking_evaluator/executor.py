@@ -250,7 +250,10 @@ class Executor(base_beam_executor.BaseBeamExecutor):
                     f"{models[name]} carries feedback ({setting}) but has no embedding "
                     "signatures: only dual encoders can rank with feedback"
                 )
-            runs[name] = feedback.rescore(runs[name], first_stage or {}, vectors[name], setting)
+            alpha = (fusions or {})[name].get("alpha")  # feedback from the fused first pass
+            runs[name] = feedback.rescore(
+                runs[name], first_stage or {}, vectors[name], setting, alpha
+            )
         return runs, scored_by
 
     def Do(self, input_dict: Artifacts, output_dict: Artifacts, exec_properties: Props) -> None:

@@ -22,7 +22,9 @@ Systems (per collection):
                   negatives
   ce-fine-tuned   the same data with model=bert (the MiniLM cross-encoder) and CE_RECIPE
   de-feedback     zero-shot, BM25's candidates, with pseudo-relevance feedback tuned on dev
-                  (trainer.feedback: tuned; rankcore/feedback.py)
+                  (trainer.feedback: tuned; rankcore/feedback.py), from BM25's top documents
+  de-feedback-fused  the same, feedback from the top of the fused first pass
+                  (trainer.feedback_from: fused; cranfield.yaml)
   de-hybrid       zero-shot with hybrid candidates (datagen.hybrid: MiniLM's dense top 100
                   over the whole corpus joined to BM25's top 100; docs/datagen.md)
 
@@ -74,7 +76,21 @@ SYSTEMS = {
     ),
     "de-feedback": (
         "dual",
-        ["trainer.train_steps=0", "datagen.hybrid.checkpoint_dir=null", "trainer.feedback=tuned"],
+        [
+            "trainer.train_steps=0",
+            "datagen.hybrid.checkpoint_dir=null",
+            "trainer.feedback=tuned",
+            "trainer.feedback_from=first_stage",
+        ],
+    ),
+    "de-feedback-fused": (
+        "dual",
+        [
+            "trainer.train_steps=0",
+            "datagen.hybrid.checkpoint_dir=null",
+            "trainer.feedback=tuned",
+            "trainer.feedback_from=fused",
+        ],
     ),
     "de-hybrid": (
         "dual",
@@ -199,7 +215,7 @@ def rows_of(
         feedbacks = cv_fusion.get("feedbacks") or []
         if feedbacks:
             dev_row["fold_feedback"] = " ".join(
-                f"{f['docs']}/{f['weight']:g}" if feedback.is_on(f) else "off" for f in feedbacks
+                feedback.describe(f) if feedback.is_on(f) else "off" for f in feedbacks
             )
         # With feedback the fold models differ (each its own setting): dev_full does not apply.
         if trained["steps"] == 0 and not any(feedback.is_on(f) for f in feedbacks):

@@ -83,3 +83,43 @@ def test_each_candidate_moves_towards_its_nearest_candidates_before_the_query_mo
     )
     q = VECTORS[("q", "q1")]
     assert alone["q1"] == pytest.approx({d: q @ moved[d] for d in "abcd"}, abs=1e-12)
+
+
+def test_feedback_from_the_fused_first_pass_takes_its_top_at_the_models_alpha():
+    # The first stage ranks d, b, a, c; the query's own vector ranks c (0.98), then a, b, d.
+    first = {"q1": {"a": 2.0, "b": 3.0, "c": 1.0, "d": 4.0}}
+    setting = feedback.setting(docs=1, weight=1.0, source="fused")
+    assert feedback.from_fused(setting) and "fused first pass" in feedback.describe(setting)
+    q = VECTORS[("q", "q1")]
+    order = ["d", "b", "a", "c"]
+    dense = np.array([q @ VECTORS[("d", d)] for d in order])
+    lexical = np.array([first["q1"][d] for d in order])
+
+    def by_hand(alpha):
+        fused = alpha * (dense - dense.min()) / np.ptp(dense) + (1 - alpha) * (
+            lexical - lexical.min()
+        ) / np.ptp(lexical)
+        top = order[int(np.argmax(fused))]
+        moved = _unit(q + VECTORS[("d", top)])
+        return top, {d: moved @ VECTORS[("d", d)] for d in "abcd"}
+
+    # alpha 0.8: the first pass's top is c (the reranker's); alpha 0.2: d (the first stage's).
+    for alpha, top in ((0.8, "c"), (0.2, "d")):
+        got = feedback.rescore(RUN, first, VECTORS, setting, alpha)
+        assert by_hand(alpha)[0] == top
+        assert got["q1"] == pytest.approx(by_hand(alpha)[1], abs=1e-12)
+    # From the first stage, the top is d whatever the alpha.
+    from_first_stage = feedback.setting(docs=1, weight=1.0)
+    got = feedback.rescore(RUN, first, VECTORS, from_first_stage, 0.8)
+    assert got["q1"] == pytest.approx(by_hand(0.2)[1], abs=1e-12)
+    with pytest.raises(ValueError, match="needs the fusion alpha"):
+        feedback.rescore(RUN, first, VECTORS, setting)
+
+
+def test_the_fused_grid_takes_every_settings_feedback_from_the_fused_first_pass():
+    grid = feedback.grid("fused")
+    assert grid[0] == feedback.OFF
+    assert all(feedback.from_fused(g) for g in grid[1:])
+    assert [{**g, "from": "first_stage"} for g in grid[1:]] == feedback.grid()[1:]
+    with pytest.raises(ValueError, match="must be one of first_stage, fused"):
+        feedback.setting(3, 0.5, source="dense")

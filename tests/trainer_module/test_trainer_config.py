@@ -81,6 +81,7 @@ def test_field_types_are_plain():
         ({"model": "dual_encoder", "feedback": "fixed", "feedback_docs": 0}, "changes nothing"),
         ({"model": "dual_encoder", "feedback_weight": -1}, "feedback_weight must be >= 0"),
         ({"model": "dual_encoder", "feedback_neighbours": -1}, "feedback_neighbours must be"),
+        ({"model": "dual_encoder", "feedback_from": "dense"}, "feedback_from must be one of"),
     ],
 )
 def test_feedback_needs_a_dual_encoder_and_fusion(data, message):

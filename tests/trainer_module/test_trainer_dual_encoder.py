@@ -507,11 +507,46 @@ def _feedback_dev(seed: int = 0) -> validation.DevScores:
     return validation.DevScores(qrels, run, first, {k: ([], v) for k, v in vectors.items()})
 
 
-def test_feedback_is_chosen_with_alpha_on_the_dev_queries_where_it_helps(bert_checkpoint):
+def _fused_feedback_dev(seed: int = 0) -> validation.DevScores:
+    """Dev queries whose first stage ranks 9 irrelevant documents first; the query's own
+    vector finds 3 relevant ones between the query and its topic, and 4 more sit on the topic
+    alone, last in both rankings: feedback from the fused first pass (the 3) finds the 4,
+    feedback from the first stage's top moves the query towards noise."""
+    rng = np.random.default_rng(seed)
+    qrels, run, first, vectors = {}, {}, {}, {}
+
+    def unit(v):
+        return (v / np.linalg.norm(v)).astype(np.float32)
+
+    for q in range(8):
+        qid = f"q{q}"
+        query, topic = unit(rng.normal(size=16)), unit(rng.normal(size=16))
+        vectors[("q", qid)] = query
+        docs = {}
+        for i in range(9):  # first stage's top: irrelevant, anywhere
+            docs[f"{qid}-junk{i}"] = (unit(rng.normal(size=16)), 30 - i, 0)
+        for i in range(3):  # next: relevant, between the query and the topic
+            docs[f"{qid}-core{i}"] = (unit(query + topic + 0.2 * rng.normal(size=16)), 20 - i, 1)
+        for i in range(4):  # last: relevant, on the topic
+            docs[f"{qid}-far{i}"] = (unit(topic + 0.2 * rng.normal(size=16)), 10 - i, 1)
+        for docid, (vector, score, label) in docs.items():
+            vectors[("d", docid)] = vector
+            first.setdefault(qid, {})[docid] = float(score)
+            qrels.setdefault(qid, {})[docid] = label
+            run.setdefault(qid, {})[docid] = float(
+                query.astype(np.float64) @ vector.astype(np.float64)
+            )
+    return validation.DevScores(qrels, run, first, {k: ([], v) for k, v in vectors.items()})
+
+
+@pytest.mark.parametrize("source", feedback.SOURCES)
+def test_feedback_is_chosen_with_alpha_on_the_dev_queries_where_it_helps(bert_checkpoint, source):
+    """Either source of feedback documents; from the fused first pass, each alpha tried
+    rescores with that alpha."""
     from trainer_module.run_fn import choose_fusion
     from trainer_module.training import TrainResult
 
-    dev = _feedback_dev()
+    dev = _feedback_dev() if source == "first_stage" else _fused_feedback_dev()
     stored = {k: v for k, (_, v) in dev.vectors.items()}
 
     def metric(run):
@@ -522,19 +557,27 @@ def test_feedback_is_chosen_with_alpha_on_the_dev_queries_where_it_helps(bert_ch
 
     plain = choose_fusion(_config(bert_checkpoint, train_steps=0), dev, result())
     assert "feedback" not in plain
-    tuned = choose_fusion(_config(bert_checkpoint, train_steps=0, feedback="tuned"), dev, result())
+    cfg = _config(bert_checkpoint, train_steps=0, feedback="tuned", feedback_from=source)
+    tuned = choose_fusion(cfg, dev, result())
     # The argmax over every (feedback setting, alpha), ties to no feedback, then larger alpha.
     table = {}
-    for setting in feedback.grid():
-        run = feedback.rescore(dev.run, dev.first_stage, stored, setting)
+    for setting in feedback.grid(source):
         for alpha in fusion.ALPHA_GRID:
+            run = feedback.rescore(dev.run, dev.first_stage, stored, setting, alpha)
             table[(*setting.values(), alpha)] = metric(fusion.fuse_run(run, dev.first_stage, alpha))
     best = max(table.values())
-    assert feedback.is_on(tuned["feedback"])
+    assert feedback.is_on(tuned["feedback"]) and tuned["feedback"]["from"] == source
+    chosen_run = feedback.rescore(
+        dev.run, dev.first_stage, stored, tuned["feedback"], tuned["alpha"]
+    )
+    assert tuned["dev_reranker"] == pytest.approx(metric(chosen_run), abs=1e-12)
     assert tuned["dev_fused"] == pytest.approx(best, abs=1e-12)
     chosen = (*tuned["feedback"].values(), tuned["alpha"])
     assert table[chosen] == pytest.approx(best, abs=1e-12)
     assert tuned["dev_fused"] > plain["dev_fused"] + 0.02
+    if source == "fused":  # where the first stage's top is noise, the fused first pass helps
+        cfg = _config(bert_checkpoint, train_steps=0, feedback="tuned")
+        assert tuned["dev_fused"] > choose_fusion(cfg, dev, result())["dev_fused"] + 0.05
     assert tuned["dev_reranker_without_feedback"] == pytest.approx(metric(dev.run))
     # Feedback that cannot help (every document the same distance from everything) stays off.
     flat = dev._replace(vectors={k: ([], np.full(16, 0.25, np.float32)) for k in dev.vectors})
@@ -543,18 +586,22 @@ def test_feedback_is_chosen_with_alpha_on_the_dev_queries_where_it_helps(bert_ch
     assert off["feedback"] == feedback.OFF
 
 
+@pytest.mark.parametrize("source", feedback.SOURCES)
 def test_rank_candidates_ranks_with_feedback_as_the_evaluator_rescores(
-    bert_checkpoint, transform_graph, tmp_path
+    bert_checkpoint, transform_graph, tmp_path, source
 ):
     """A model exported with feedback: rank_candidates equals rankcore/feedback.py over the
     model's own vectors (what the RankingEvaluator computes), fused at the model's alpha; the
-    pair signatures score without feedback."""
+    pair signatures score without feedback. From the fused first pass, its top 2 are not the
+    first stage's."""
     from trainer_module.export import export_serving_model
 
     vocab = read_vocab(transform_graph)
     cfg = _config(bert_checkpoint, train_steps=0)
     model = build_model(cfg, len(vocab), trainer_testdata.MAX_Q, trainer_testdata.MAX_D, vocab)
-    setting = feedback.setting(docs=2, weight=1.0, neighbours=2, neighbour_weight=0.5)
+    setting = feedback.setting(
+        docs=2, weight=1.0, neighbours=2, neighbour_weight=0.5, source=source
+    )
     directory = str(tmp_path / "model")
     export_serving_model(
         model,
@@ -576,8 +623,12 @@ def test_rank_candidates_ranks_with_feedback_as_the_evaluator_rescores(
     d_vecs = loaded.signatures["embed_texts"](text=tf.constant(DOCS))["embedding"].numpy()
     vectors = {("q", "q"): q_vec.numpy()[0], **{("d", d): v for d, v in zip(DOCS, d_vecs)}}
     plain = {"q": {d: float(vectors[("q", "q")] @ v) for d, v in zip(DOCS, d_vecs)}}
-    want = feedback.rescore(plain, {"q": dict(zip(DOCS, first.tolist()))}, vectors, setting)
+    first_run = {"q": dict(zip(DOCS, first.tolist()))}
+    want = feedback.rescore(plain, first_run, vectors, setting, 0.7)
     want_scores = np.array([want["q"][d] for d in DOCS])
+    if source == "fused":  # the test tells the two sources apart
+        other = feedback.rescore(plain, first_run, vectors, {**setting, "from": "first_stage"})
+        assert not np.allclose(want_scores, [other["q"][d] for d in DOCS], atol=1e-3)
     np.testing.assert_allclose(out["reranker_score"].numpy(), want_scores, atol=1e-5)
     np.testing.assert_allclose(
         out["fused_score"].numpy(), fusion.fuse(want_scores, first, 0.7), atol=1e-5

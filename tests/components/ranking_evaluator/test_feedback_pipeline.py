@@ -1,7 +1,9 @@
 """A dual encoder with pseudo-relevance feedback (rankcore/feedback.py) through a real
 LocalDagRunner run of the demo pipeline, 3-fold cross-validated: the RankingEvaluator ranks each
 fold's queries with its fold model's feedback, from the vectors of its own scoring pass, exactly
-as the model's vectors and the first stage give it, and fuses at the model's alpha.
+as the model's vectors and the first stage give it, and fuses at the model's alpha. The query's
+feedback documents are the top of the first pass fused at that alpha (feedback_from: fused), so
+the alpha reaches the rescoring too.
 
 A tiny random BERT checkpoint (zero-shot) whose WordPiece vocabulary is the demo collection's
 syllables: the model is no good, but its scores are a model's, and feedback changes them.
@@ -30,7 +32,7 @@ import bert_testdata  # noqa: E402  (a tiny BERT checkpoint written from scratch
 
 K = 3
 PIPELINE_NAME = "feedback-test"
-SETTING = feedback.setting(docs=2, weight=1.0, neighbours=2, neighbour_weight=0.3)
+SETTING = feedback.setting(docs=2, weight=1.0, neighbours=2, neighbour_weight=0.3, source="fused")
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +57,7 @@ def feedback_run(tmp_path_factory: pytest.TempPathFactory):
         f"trainer.feedback_weight={SETTING['weight']}",
         f"trainer.feedback_neighbours={SETTING['neighbours']}",
         f"trainer.feedback_neighbour_weight={SETTING['neighbour_weight']}",
+        "trainer.feedback_from=fused",
         "evaluator.min_values={}",
     ]
     output = _run_pipeline(outputs, settings)
@@ -107,14 +110,19 @@ def test_each_fold_is_ranked_with_its_models_feedback(feedback_run) -> None:
     per_fold = run.metrics["cross_validation"]["per_fold"]
     assert [f["feedback"] for f in per_fold] == [SETTING] * K
     assert run.metrics["fusion"]["feedbacks"] == [SETTING] * K
-    changed = 0
+    changed = sources_differ = 0
     for f in per_fold:
         assert read_fusion(f["model"])["feedback"] == SETTING
         vectors, plain = _vectors(
             f["model"], _examples(outputs, folds.split_name(f["fold"], "eval"))
         )
-        want = feedback.rescore(plain, first_stage, vectors, SETTING)
+        want = feedback.rescore(plain, first_stage, vectors, SETTING, f["alpha"])
         assert want and set(want) <= set(reranker)
+        from_first_stage = {**SETTING, "from": "first_stage"}
+        other = feedback.rescore(plain, first_stage, vectors, from_first_stage)
+        sources_differ += sum(
+            any(abs(docs[d] - other[qid][d]) > 1e-4 for d in docs) for qid, docs in want.items()
+        )
         for qid, docs in want.items():
             assert reranker[qid] == pytest.approx(docs, abs=2e-5)
             changed += any(abs(docs[d] - plain[qid][d]) > 1e-4 for d in docs)
@@ -122,6 +130,7 @@ def test_each_fold_is_ranked_with_its_models_feedback(feedback_run) -> None:
         for qid, docs in fused.items():
             assert candidate[qid] == pytest.approx(docs, abs=1e-9)
     assert changed == len(reranker)  # feedback moved every query's scores
+    assert sources_differ > 0  # the fused first pass's top is not always the first stage's
 
 
 def test_the_report_says_how_the_reranker_used_feedback(feedback_run) -> None:
