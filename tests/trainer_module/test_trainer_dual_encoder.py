@@ -476,59 +476,16 @@ def test_evaluator_checks_reused_vectors_and_embeds_changed_texts(
     assert phases["texts_embedded"] == embeddings.read_meta(args.model_run_dir).count
 
 
-def _feedback_dev(seed: int = 0) -> validation.DevScores:
-    """Dev queries where the first stage's top 3 are relevant and point (in vector space) at
-    the query's other relevant documents, which the query's own vector ranks last and the
-    first stage below 3 irrelevant ones: feedback finds them, fusion alone cannot."""
-    rng = np.random.default_rng(seed)
+def _unit32(v: np.ndarray) -> np.ndarray:
+    return (v / np.linalg.norm(v)).astype(np.float32)
+
+
+def _dev_scores(lists: dict) -> validation.DevScores:
+    """DevScores from {qid: (query vector, {docid: (vector, first-stage score, label)})}; the
+    model's run is the dot product."""
     qrels, run, first, vectors = {}, {}, {}, {}
-
-    def unit(v):
-        return (v / np.linalg.norm(v)).astype(np.float32)
-
-    for q in range(8):
-        qid = f"q{q}"
-        query, topic = rng.normal(size=16), rng.normal(size=16)
-        vectors[("q", qid)] = unit(query)
-        docs = {}
-        for i in range(3):  # first stage's top 3: relevant, on the topic
-            docs[f"{qid}-top{i}"] = (unit(topic + 0.3 * rng.normal(size=16)), 30 - i, 1)
-        for i in range(3):  # next: irrelevant, close to the query
-            docs[f"{qid}-near{i}"] = (unit(query + 0.3 * rng.normal(size=16)), 20 - i, 0)
-        for i in range(4):  # last: relevant, on the topic, away from the query
-            docs[f"{qid}-far{i}"] = (unit(topic - 0.6 * query), 10 - i, 1)
-        for docid, (vector, score, label) in docs.items():
-            vectors[("d", docid)] = vector
-            first.setdefault(qid, {})[docid] = float(score)
-            qrels.setdefault(qid, {})[docid] = label
-            run.setdefault(qid, {})[docid] = float(
-                vectors[("q", qid)].astype(np.float64) @ vector.astype(np.float64)
-            )
-    return validation.DevScores(qrels, run, first, {k: ([], v) for k, v in vectors.items()})
-
-
-def _fused_feedback_dev(seed: int = 0) -> validation.DevScores:
-    """Dev queries whose first stage ranks 9 irrelevant documents first; the query's own
-    vector finds 3 relevant ones between the query and its topic, and 4 more sit on the topic
-    alone, last in both rankings: feedback from the fused first pass (the 3) finds the 4,
-    feedback from the first stage's top moves the query towards noise."""
-    rng = np.random.default_rng(seed)
-    qrels, run, first, vectors = {}, {}, {}, {}
-
-    def unit(v):
-        return (v / np.linalg.norm(v)).astype(np.float32)
-
-    for q in range(8):
-        qid = f"q{q}"
-        query, topic = unit(rng.normal(size=16)), unit(rng.normal(size=16))
+    for qid, (query, docs) in lists.items():
         vectors[("q", qid)] = query
-        docs = {}
-        for i in range(9):  # first stage's top: irrelevant, anywhere
-            docs[f"{qid}-junk{i}"] = (unit(rng.normal(size=16)), 30 - i, 0)
-        for i in range(3):  # next: relevant, between the query and the topic
-            docs[f"{qid}-core{i}"] = (unit(query + topic + 0.2 * rng.normal(size=16)), 20 - i, 1)
-        for i in range(4):  # last: relevant, on the topic
-            docs[f"{qid}-far{i}"] = (unit(topic + 0.2 * rng.normal(size=16)), 10 - i, 1)
         for docid, (vector, score, label) in docs.items():
             vectors[("d", docid)] = vector
             first.setdefault(qid, {})[docid] = float(score)
@@ -537,6 +494,51 @@ def _fused_feedback_dev(seed: int = 0) -> validation.DevScores:
                 query.astype(np.float64) @ vector.astype(np.float64)
             )
     return validation.DevScores(qrels, run, first, {k: ([], v) for k, v in vectors.items()})
+
+
+def _feedback_dev(seed: int = 0) -> validation.DevScores:
+    """Dev queries where the first stage's top 3 are relevant and point (in vector space) at
+    the query's other relevant documents, which the query's own vector ranks last and the
+    first stage below 3 irrelevant ones: feedback finds them, fusion alone cannot."""
+    rng = np.random.default_rng(seed)
+    lists = {}
+    for q in range(8):
+        qid = f"q{q}"
+        query, topic = rng.normal(size=16), rng.normal(size=16)
+        docs = {}
+        for i in range(3):  # first stage's top 3: relevant, on the topic
+            docs[f"{qid}-top{i}"] = (_unit32(topic + 0.3 * rng.normal(size=16)), 30 - i, 1)
+        for i in range(3):  # next: irrelevant, close to the query
+            docs[f"{qid}-near{i}"] = (_unit32(query + 0.3 * rng.normal(size=16)), 20 - i, 0)
+        for i in range(4):  # last: relevant, on the topic, away from the query
+            docs[f"{qid}-far{i}"] = (_unit32(topic - 0.6 * query), 10 - i, 1)
+        lists[qid] = (_unit32(query), docs)
+    return _dev_scores(lists)
+
+
+def _fused_feedback_dev(seed: int = 0) -> validation.DevScores:
+    """Dev queries whose first stage ranks 9 irrelevant documents first; the query's own
+    vector finds 3 relevant ones between the query and its topic, and 4 more sit on the topic
+    alone, last in both rankings: feedback from the fused first pass (the 3) finds the 4,
+    feedback from the first stage's top moves the query towards noise."""
+    rng = np.random.default_rng(seed)
+    lists = {}
+    for q in range(8):
+        qid = f"q{q}"
+        query, topic = _unit32(rng.normal(size=16)), _unit32(rng.normal(size=16))
+        docs = {}
+        for i in range(9):  # first stage's top: irrelevant, anywhere
+            docs[f"{qid}-junk{i}"] = (_unit32(rng.normal(size=16)), 30 - i, 0)
+        for i in range(3):  # next: relevant, between the query and the topic
+            docs[f"{qid}-core{i}"] = (
+                _unit32(query + topic + 0.2 * rng.normal(size=16)),
+                20 - i,
+                1,
+            )
+        for i in range(4):  # last: relevant, on the topic
+            docs[f"{qid}-far{i}"] = (_unit32(topic + 0.2 * rng.normal(size=16)), 10 - i, 1)
+        lists[qid] = (query, docs)
+    return _dev_scores(lists)
 
 
 @pytest.mark.parametrize("source", feedback.SOURCES)
