@@ -220,10 +220,14 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         name="feedback-ignored-by-evaluator",
         promise="a dual encoder with feedback is evaluated as it ranks: with its feedback",
-        file="components/ranking_evaluator/executor.py",
-        find="runs[name] = feedback.rescore(",
-        replace="runs[name] = runs[name] if True else feedback.rescore(",
-        tests=("tests/components/ranking_evaluator/test_feedback_pipeline.py",),
+        file="components/ranking_evaluator/scoring.py",
+        find="if feedback.is_on(setting):",
+        replace="if False:",
+        tests=(
+            "tests/trainer_module/test_trainer_dual_encoder.py::"
+            "test_evaluator_ranks_each_list_with_feedback_inside_beam",
+            "tests/components/ranking_evaluator/test_feedback_pipeline.py",
+        ),
     ),
     Mutation(
         name="feedback-ignored-when-served",

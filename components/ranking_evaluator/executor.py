@@ -208,12 +208,14 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         first_stage: dict[str, dict[str, float]] | None = None,
     ) -> tuple[dict[str, dict[str, dict[str, float]]], dict[str, str]]:
         """One scoring pass (scoring.score_split) over `splits` with `models`; its phases are
-        added to `phases`. A model whose fusion (`fusions`, by name) carries feedback gets its
-        candidates rescored from the pass's vectors (rankcore/feedback.py) against
-        `first_stage`: its run is then what its rank_candidates signature ranks."""
-        settings = {n: (f or {}).get("feedback") for n, f in (fusions or {}).items()}
-        settings = {n: f for n, f in settings.items() if n in models and feedback.is_on(f)}
-        vectors: dict | None = {} if settings else None
+        added to `phases`. A model whose fusion (`fusions`, by name) carries feedback ranks each
+        query's candidates with it (rankcore/feedback.py), from the lists of `first_stage`, at
+        its fusion alpha: its run is then what its rank_candidates signature ranks."""
+        feedbacks = {
+            name: (fused["feedback"], fused.get("alpha"))
+            for name, fused in (fusions or {}).items()
+            if name in models and fused and feedback.is_on(fused.get("feedback"))
+        }
         split_uris = [artifact_utils.get_split_uri([examples], s) for s in splits]
         # A fresh directory per pass: a retried execution must not read a failed one's parts.
         # Workers write it and read the splits and models: worker-reachable (worker_dirs.py).
@@ -234,7 +236,8 @@ class Executor(base_beam_executor.BaseBeamExecutor):
                 scores_prefix=os.path.join(scores_dir, "part"),
                 phases=pass_phases,
                 reuse=reuse,
-                vectors=vectors,
+                feedbacks=feedbacks,
+                first_stage=first_stage,
             )
         finally:
             # The scores are in `runs` now; under --temp_location (an object store) nothing
@@ -244,16 +247,6 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         for key, value in pass_phases.items():
             phases[key] = round(phases.get(key, 0) + value, 2)
         phases["in_process"] = beam_mode.chooses_in_process(self, split_bytes)
-        for name, setting in settings.items():
-            if name not in vectors:
-                raise ValueError(
-                    f"{models[name]} carries feedback ({setting}) but has no embedding "
-                    "signatures: only dual encoders can rank with feedback"
-                )
-            alpha = (fusions or {})[name].get("alpha")  # feedback from the fused first pass
-            runs[name] = feedback.rescore(
-                runs[name], first_stage or {}, vectors[name], setting, alpha
-            )
         return runs, scored_by
 
     def Do(self, input_dict: Artifacts, output_dict: Artifacts, exec_properties: Props) -> None:

@@ -15,6 +15,9 @@ Two paths, chosen per model by its signatures (`embeds`):
   (queries are few next to pairs: every worker holds the split's query vectors, Q x dim floats
   per model), so what travels per pair is two ids, not a 384-float vector, and memory grows
   with the texts, not with the candidates (docs/speed.md "Scale of the scoring").
+  A dual encoder with pseudo-relevance feedback scores a query's whole list
+  (rankcore/feedback.py): its pairs are grouped by query and each list is ranked there, one
+  list in memory at a time (docs/evaluator.md "Feedback").
 
 Where a pass's time goes (docs/speed.md, "The pipeline's own cost"): `score_split` can fill a
 `phases` dict from the pass's Beam metrics: how many SavedModels were loaded and for how long
@@ -45,7 +48,7 @@ from tfx.utils import io_utils
 from tfx_bsl.public.beam import run_inference
 from tfx_bsl.public.proto import model_spec_pb2
 
-from rankcore import embeddings
+from rankcore import embeddings, feedback
 from rankcore.constants import (
     EMBED_DOC_SIGNATURE,
     EMBED_QUERY_SIGNATURE,
@@ -349,6 +352,53 @@ class _DotProducts(beam.DoFn):
             )
 
 
+Feedback = tuple[dict, float | None]  # (feedback setting, the model's fusion alpha)
+
+
+def _by_query(joined: tuple[str, dict]) -> Iterator[tuple[str, tuple[str, tuple]]]:
+    docid, parts = joined
+    (doc_vectors,) = parts["vectors"]  # every document of a pair was embedded
+    for qid in parts["qids"]:
+        yield qid, (docid, doc_vectors)
+
+
+class _RankLists(beam.DoFn):
+    """A query's whole candidate list -> (qid, docid, (score of model 1, ...)): a model with
+    feedback scores the list as rankcore/feedback.py's `rescore` does (candidates in
+    first-stage order, moved towards each other, the query towards the top ones), the others
+    by the dot product, as _DotProducts. One list is in memory at a time, never the split's
+    vectors."""
+
+    def __init__(self, feedbacks: Sequence[Feedback | None]):
+        self._feedbacks = list(feedbacks)
+        self._pairs = beam.metrics.Metrics.counter("rankpipe", "pairs_scored")
+
+    def process(self, joined: tuple[str, dict], queries: dict) -> Iterator[Scored]:
+        qid, parts = joined
+        docs = dict(parts["docs"])
+        if not docs:
+            return  # a first-stage query of another split
+        if len(docs) < len(parts["docs"]):  # as to_runs reports it for pair scores
+            seen: set[str] = set()
+            twice = next(d for d, _ in parts["docs"] if d in seen or seen.add(d))
+            raise ValueError(f"candidate {twice!r} of query {qid!r} appears twice")
+        first_stage = next(iter(parts["first_stage"]), {})
+        order = feedback.first_stage_order(first_stage, docs)
+        first = np.array([first_stage[d] for d in order if d in first_stage], np.float64)
+        per_model = []
+        for i, query in enumerate(queries[qid]):
+            vectors = np.array([docs[d][i] for d in order])
+            setting, alpha = self._feedbacks[i] or (None, None)
+            if feedback.is_on(setting):
+                per_model.append(feedback.rank_list(query, vectors, first, setting, alpha))
+            else:
+                q = query.astype(np.float64)
+                per_model.append([np.dot(q, d.astype(np.float64)) for d in vectors])
+        for j, docid in enumerate(order):
+            self._pairs.inc()
+            yield qid, docid, tuple(float(scores[j]) for scores in per_model)
+
+
 class EmbedAndScore(beam.PTransform):
     """Serialized eval examples -> (qid, docid, (score of model 1, ...)) for dual encoders:
     each distinct query and document embedded once per model, pairs scored by dot product
@@ -358,16 +408,18 @@ class EmbedAndScore(beam.PTransform):
     very SavedModel (reusable_embeddings): a text whose cut token ids match is not embedded
     again (_Reuse, with a sample re-embedded and compared, _Check).
 
-    `vectors_prefix`, when given, also writes every text's vectors there (JSON lines
-    [kind, id, [vector of model 1, ...]], read back by `read_vectors`): what a model with
-    feedback (rankcore/feedback.py) rescores each query's candidate list from."""
+    `feedbacks` gives, per model (None: none), its feedback setting and fusion alpha: a model
+    with feedback (rankcore/feedback.py) ranks each query's whole list, so pairs are grouped by
+    query and joined with `first_stage` ({qid: {docid: score}}, the run the feedback
+    documents come from) before scoring (_RankLists); the split's vectors never leave Beam."""
 
     def __init__(
         self,
         model_dirs: Sequence[str],
         batch_size: int = 256,
         reuse: Sequence[StoredVectors | None] | None = None,
-        vectors_prefix: str | None = None,
+        feedbacks: Sequence[Feedback | None] | None = None,
+        first_stage: dict[str, dict[str, float]] | None = None,
     ):
         super().__init__()
         if not model_dirs:
@@ -375,7 +427,8 @@ class EmbedAndScore(beam.PTransform):
         self._model_dirs = list(model_dirs)
         self._batch_size = batch_size
         self._reuse = list(reuse or [None] * len(self._model_dirs))
-        self._vectors_prefix = vectors_prefix
+        self._feedbacks = list(feedbacks or [None] * len(self._model_dirs))
+        self._first_stage = first_stage or {}
 
     def expand(self, serialized_examples: beam.PCollection) -> beam.PCollection:
         pairs = serialized_examples | "Parse" >> beam.Map(example_pair)
@@ -419,14 +472,6 @@ class EmbedAndScore(beam.PTransform):
             | "JoinModels" >> beam.CoGroupByKey()
             | "OneVectorPerModel" >> beam.Map(_one_vector_per_model)
         )
-        if self._vectors_prefix:
-            _ = (
-                vectors
-                | "VectorsToJson"
-                >> beam.Map(lambda kv: json.dumps([*kv[0], [v.tolist() for v in kv[1]]]))
-                | "WriteVectors"
-                >> beam.io.WriteToText(self._vectors_prefix, file_name_suffix=".jsonl")
-            )
         query_vectors = (
             vectors
             | "Queries" >> beam.Filter(lambda kv: kv[0][0] == "q")
@@ -438,10 +483,20 @@ class EmbedAndScore(beam.PTransform):
             | "ByDocid" >> beam.Map(lambda kv: (kv[0][1], kv[1]))
         )
         qids = pairs | "QidsByDocid" >> beam.Map(lambda p: (p[1], p[0]))
+        by_document = {
+            "vectors": doc_vectors,
+            "qids": qids,
+        } | "JoinDocuments" >> beam.CoGroupByKey()
+        queries = beam.pvalue.AsDict(query_vectors)
+        if not any(f and feedback.is_on(f[0]) for f in self._feedbacks):
+            return by_document | "DotProducts" >> beam.ParDo(_DotProducts(), queries=queries)
+        first_stage = serialized_examples.pipeline | "FirstStage" >> beam.Create(
+            sorted(self._first_stage.items())
+        )
         return (
-            {"vectors": doc_vectors, "qids": qids}
-            | "JoinDocuments" >> beam.CoGroupByKey()
-            | "DotProducts" >> beam.ParDo(_DotProducts(), queries=beam.pvalue.AsDict(query_vectors))
+            {"docs": by_document | "ByQuery" >> beam.FlatMap(_by_query), "first_stage": first_stage}
+            | "JoinLists" >> beam.CoGroupByKey()
+            | "RankLists" >> beam.ParDo(_RankLists(self._feedbacks), queries=queries)
         )
 
 
@@ -452,18 +507,6 @@ def read_scores(pattern: str) -> list[Scored]:
         with tf.io.gfile.GFile(path) as f:
             rows.extend((qid, docid, tuple(s)) for qid, docid, s in map(json.loads, f))
     return rows
-
-
-def read_vectors(pattern: str, names: Sequence[str]) -> dict[str, dict[Text, np.ndarray]]:
-    """The vectors EmbedAndScore wrote (`vectors_prefix`): {model name: {(kind, id): float32
-    vector}}, `names` in EmbedAndScore's model order."""
-    out: dict[str, dict[Text, np.ndarray]] = {name: {} for name in names}
-    for path in sorted(tf.io.gfile.glob(pattern)):
-        with tf.io.gfile.GFile(path) as f:
-            for kind, ident, per_model in map(json.loads, f):
-                for name, vector in zip(names, per_model):
-                    out[name][(kind, ident)] = np.asarray(vector, np.float32)
-    return out
 
 
 # How a model was scored (metrics.json "scoring").
@@ -550,7 +593,8 @@ def score_split(
     embed: bool = True,
     phases: dict[str, float] | None = None,
     reuse: dict[str, StoredVectors | None] | None = None,
-    vectors: dict[str, dict[Text, np.ndarray]] | None = None,
+    feedbacks: dict[str, Feedback] | None = None,
+    first_stage: dict[str, dict[str, float]] | None = None,
 ) -> tuple[dict[str, dict[str, dict[str, float]]], dict[str, str]]:
     """Every candidate of the splits (their URIs) scored by every model in one Beam pipeline
     that reads the examples once: the models that `embeds` by EmbedAndScore (unless
@@ -558,9 +602,17 @@ def score_split(
     EmbedAndScore take the Trainer's vectors of that model; should a re-embedded sample of
     them disagree, the split is scored again without them (and a warning says so).
     Returns ({name: run}, {name: EMBED_ONCE or PER_PAIR}); `phases`, when given, gets
-    `pass_phases` (where the pass's time went); `vectors`, when given, gets every embedded
-    model's vectors of the split's texts ({name: {(kind, id): vector}}, `read_vectors`)."""
+    `pass_phases` (where the pass's time went). `feedbacks` ({model name: (setting, alpha)})
+    names the models that rank with feedback, from the lists of `first_stage` (EmbedAndScore);
+    only models scored by embedding can."""
     how = {n: EMBED_ONCE if embed and embeds(d) else PER_PAIR for n, d in models.items()}
+    feedbacks = {n: f for n, f in (feedbacks or {}).items() if n in models}
+    for name, (setting, _) in feedbacks.items():
+        if how[name] != EMBED_ONCE:
+            raise ValueError(
+                f"{models[name]} carries feedback ({setting}) but has no embedding "
+                "signatures: only dual encoders can rank with feedback"
+            )
     reuse = {n: r for n, r in (reuse or {}).items() if r and how.get(n) == EMBED_ONCE}
     groups = {
         label: [n for n in models if how[n] == label]
@@ -584,8 +636,9 @@ def score_split(
         kwargs = {}
         if label == EMBED_ONCE:
             kwargs["reuse"] = [reuse.get(n) for n in names]
-            if vectors is not None:
-                kwargs["vectors_prefix"] = f"{scores_prefix}-vectors"
+            if feedbacks:
+                kwargs["feedbacks"] = [feedbacks.get(n) for n in names]
+                kwargs["first_stage"] = first_stage
         _ = (
             examples
             | f"Score-{label}"
@@ -615,13 +668,12 @@ def score_split(
                 scores_prefix + "-again",
                 embed,
                 phases,
-                vectors=vectors,
+                feedbacks=feedbacks,
+                first_stage=first_stage,
             )
     if phases is not None:
         phases.update(pass_phases(result, time.perf_counter() - t0))
     runs: dict[str, dict[str, dict[str, float]]] = {}
     for label, names in groups.items():
         runs.update(to_runs(read_scores(f"{scores_prefix}-{label}*.jsonl"), names))
-    if vectors is not None and EMBED_ONCE in groups:
-        vectors.update(read_vectors(f"{scores_prefix}-vectors*.jsonl", groups[EMBED_ONCE]))
     return {n: runs[n] for n in models}, how

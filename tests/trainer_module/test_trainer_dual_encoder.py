@@ -373,6 +373,83 @@ def test_evaluator_embeds_each_text_once_and_scores_as_per_pair(
     assert counters == {"texts_embedded": data["texts"], "pairs_scored": data["pairs"]}
 
 
+def _signature_vectors(model_dir: str, records: list[bytes]) -> dict:
+    """{(kind, id): vector} of every text of the examples, through the model's own embedding
+    signatures, one text at a time (no batch shared with the scoring pass)."""
+    loaded = tf.saved_model.load(model_dir)
+    vectors = {}
+    for qid, docid, query, doc in map(scoring.example_pair, records):
+        for key, ids, signature in (
+            (("q", qid), query, "embed_query_ids"),
+            (("d", docid), doc, "embed_doc_ids"),
+        ):
+            if key not in vectors:
+                batch = tf.constant([list(ids) or [0]], tf.int64)
+                vectors[key] = loaded.signatures[signature](ids=batch)["embedding"].numpy()[0]
+    return vectors
+
+
+@pytest.mark.parametrize(
+    "mode", ["in_memory", "multi_processing"], ids=["in_process", "two_worker_processes"]
+)
+def test_evaluator_ranks_each_list_with_feedback_inside_beam(
+    zero_shot, transform_graph, tmp_path, mode
+):
+    """A model with feedback in the evaluator's scoring pass (score_split, as the executor
+    calls it): each query's list is ranked as rankcore/feedback.py's rescore ranks it from the
+    model's own vectors and the first stage (feedback from the fused first pass, so the alpha
+    counts; a candidate the first stage did not score goes last), on one worker or two worker
+    processes; a model without feedback in the same pass keeps its dot products."""
+    args, _ = zero_shot
+    data = _shared_document_examples(transform_graph, str(tmp_path / "examples"))
+    dual = args.serving_model_dir
+    setting = feedback.setting(
+        docs=2, weight=1.0, neighbours=2, neighbour_weight=0.5, source="fused"
+    )
+    # Two tied first-stage scores in qa; qa's empty document has none.
+    first_stage = {
+        q: {f"d{i}": float((i * (3 + n)) % 5) for i in range(5)}
+        for n, q in enumerate(["qa", "qb", "qc"])
+    }
+    first_stage["qb"]["empty"] = -1.0
+    first_stage["qc"]["empty"] = 0.5
+    first_stage["other split"] = {"d0": 1.0}
+    options = beam.options.pipeline_options.PipelineOptions(
+        direct_running_mode=mode, direct_num_workers=2 if mode == "multi_processing" else 1
+    )
+    runs, how = scoring.score_split(
+        lambda: beam.Pipeline(options=options),
+        [str(tmp_path / "examples" / "Split-test")],
+        {"candidate": dual, "plain": dual},
+        batch_size=4,
+        scores_prefix=str(tmp_path / "s" / "p"),
+        feedbacks={"candidate": (setting, 0.6)},
+        first_stage=first_stage,
+    )
+    assert how == {"candidate": "embed_once", "plain": "embed_once"}
+    vectors = _signature_vectors(dual, data["records"])
+    plain = {
+        qid: {d: float(vectors[("q", qid)] @ vectors[("d", d)]) for d in docs}
+        for qid, docs in runs["plain"].items()
+    }
+    want = feedback.rescore(plain, first_stage, vectors, setting, 0.6)
+    assert want.keys() == runs["candidate"].keys() == {"qa", "qb", "qc"}
+    for qid, docs in want.items():
+        assert runs["candidate"][qid] == pytest.approx(docs, abs=1e-5)
+        assert runs["plain"][qid] == pytest.approx(plain[qid], abs=1e-5)
+        assert any(abs(docs[d] - plain[qid][d]) > 1e-3 for d in docs)  # feedback moved it
+    with pytest.raises(ValueError, match="only dual encoders can rank with feedback"):
+        scoring.score_split(
+            beam.Pipeline,
+            [str(tmp_path / "examples" / "Split-test")],
+            {"candidate": dual},
+            4,
+            str(tmp_path / "pp" / "p"),
+            embed=False,
+            feedbacks={"candidate": (setting, 0.6)},
+        )
+
+
 def test_embedding_signatures_match_the_pair_signatures(zero_shot, transform_graph):
     args, _ = zero_shot
     loaded = tf.saved_model.load(args.serving_model_dir)
