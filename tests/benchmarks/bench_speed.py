@@ -54,7 +54,7 @@ from bench_common import readonly_store, run_cranfield_pipeline  # noqa: E402
 
 from components.ranking_datagen import readers  # noqa: E402
 from components.ranking_evaluator import scoring  # noqa: E402
-from pipelines.config import BeamConfig  # noqa: E402
+from pipelines.config import BeamConfig, load_config  # noqa: E402
 from rankcore import fusion  # noqa: E402
 from trainer_module import validation  # noqa: E402
 from trainer_module.config import TrainerConfig  # noqa: E402
@@ -62,7 +62,10 @@ from trainer_module.models import build_model  # noqa: E402
 from trainer_module.pretrained import installed_minilm_dir  # noqa: E402
 from trainer_module.run_fn import read_vocab  # noqa: E402
 
-MAX_Q, MAX_D = 32, 192  # cranfield.yaml datagen.max_query_length / max_doc_length
+# The lengths `rankpipe run cranfield` cuts at (cranfield.yaml datagen), read from the config so
+# that the floor, the script and the pipeline encode the same tokens.
+_DATAGEN = load_config("cranfield").datagen
+MAX_Q, MAX_D = _DATAGEN.max_query_length, _DATAGEN.max_doc_length
 BATCH = 128  # cranfield.yaml trainer.eval_batch_size
 DEPTH, K1, B = 100, 0.9, 0.4  # cranfield.yaml datagen
 DATA = Path(os.environ.get("RANKPIPE_SHARED_DATA", Path(__file__).parents[3] / "shared" / "data"))
@@ -128,6 +131,8 @@ def script_job(transform_graph: str, dev_qids: set[str], test_qids: set[str]) ->
         "transform_graph": transform_graph,
         "dev_qids": sorted(dev_qids),
         "test_qids": sorted(test_qids),
+        "max_query_length": MAX_Q,
+        "max_doc_length": MAX_D,
     }
 
 

@@ -11,7 +11,8 @@ nothing the job does not need (no Beam, no TFX).
 
     speed_script.py JOB.json      (from bench_speed.py) -> one JSON line on stdout
 
-JOB.json: {"data": Cranfield dir, "transform_graph": dir, "dev_qids": [...], "test_qids": [...]}.
+JOB.json: {"data": Cranfield dir, "transform_graph": dir, "dev_qids": [...], "test_qids": [...],
+"max_query_length": int, "max_doc_length": int} (cranfield.yaml's, from bench_speed.py).
 The line: alpha, test nDCG@10, texts encoded, a digest of the parsed collection, and the
 seconds of the work after imports and of the model load.
 """
@@ -42,7 +43,7 @@ from trainer_module.config import TrainerConfig  # noqa: E402
 from trainer_module.models import build_model  # noqa: E402
 from trainer_module.pretrained import installed_minilm_dir  # noqa: E402
 
-MAX_Q, MAX_D, BATCH, DEPTH, K1, B = 32, 192, 128, 100, 0.9, 0.4  # as cranfield.yaml
+BATCH, DEPTH, K1, B = 128, 100, 0.9, 0.4  # as cranfield.yaml
 
 
 def smart(path: str) -> list[dict[str, str]]:
@@ -99,7 +100,7 @@ def encode_once(embed, texts: list[list[int]]) -> np.ndarray:
     return out
 
 
-def load_encoder(transform_graph: str):
+def load_encoder(transform_graph: str, max_q: int, max_d: int):
     """The checkpoint as the pipeline's dual encoder, its `embed` as one tf.function."""
     output = tft.TFTransformOutput(transform_graph)
     with open(output.vocabulary_file_by_name("wordpiece")) as f:
@@ -112,7 +113,7 @@ def load_encoder(transform_graph: str):
             "train_steps": 0,
         }
     )
-    model = build_model(config, len(vocab), MAX_Q, MAX_D, vocab)
+    model = build_model(config, len(vocab), max_q, max_d, vocab)
     spec = tf.TensorSpec([None, None], tf.int64)
     embed = tf.function(lambda x: model.embed(x, training=False), input_signature=[spec])
     return embed, output.transform_features_layer()
@@ -121,8 +122,9 @@ def load_encoder(transform_graph: str):
 def run(job: dict, embed=None, layer=None) -> dict:
     """The job; `embed`/`layer` given: reuse a loaded encoder (bench_speed's in-process run)."""
     t0 = time.perf_counter()
+    max_q, max_d = job["max_query_length"], job["max_doc_length"]
     if embed is None:
-        embed, layer = load_encoder(job["transform_graph"])
+        embed, layer = load_encoder(job["transform_graph"], max_q, max_d)
     load_s = time.perf_counter() - t0
     docs, queries, qrels = read_cranfield(job["data"])
     dev_qids, test_qids = set(job["dev_qids"]), set(job["test_qids"])
@@ -145,7 +147,7 @@ def run(job: dict, embed=None, layer=None) -> dict:
     wanted = sorted({d for q in qids for d in bm25[q]})
     texts = [queries[q] for q in qids] + [docs[d] for d in wanted]
     ids = tf.RaggedTensor.from_sparse(layer({"text": tf.constant(texts)})["token_ids"]).to_list()
-    ids = [row[:MAX_Q] for row in ids[: len(qids)]] + [row[:MAX_D] for row in ids[len(qids) :]]
+    ids = [row[:max_q] for row in ids[: len(qids)]] + [row[:max_d] for row in ids[len(qids) :]]
     vectors = encode_once(embed, ids).astype(np.float64)
     qv, dv = dict(zip(qids, vectors[: len(qids)])), dict(zip(wanted, vectors[len(qids) :]))
     dense = {q: {d: float(qv[q] @ dv[d]) for d in bm25[q]} for q in qids}
