@@ -364,10 +364,9 @@ def _by_query(joined: tuple[str, dict]) -> Iterator[tuple[str, tuple[str, tuple]
 
 class _RankLists(beam.DoFn):
     """A query's whole candidate list -> (qid, docid, (score of model 1, ...)): a model with
-    feedback scores the list as rankcore/feedback.py's `rescore` does (candidates in
-    first-stage order, moved towards each other, the query towards the top ones), the others
-    by the dot product, as _DotProducts. One list is in memory at a time, never the split's
-    vectors."""
+    feedback scores the list with rankcore/feedback.py's `rescore` (candidates in first-stage
+    order, moved towards each other, the query towards the top ones), the others by the dot
+    product, as _DotProducts. One list is in memory at a time, never the split's vectors."""
 
     def __init__(self, feedbacks: Sequence[Feedback | None]):
         self._feedbacks = list(feedbacks)
@@ -382,21 +381,22 @@ class _RankLists(beam.DoFn):
             seen: set[str] = set()
             twice = next(d for d, _ in parts["docs"] if d in seen or seen.add(d))
             raise ValueError(f"candidate {twice!r} of query {qid!r} appears twice")
-        first_stage = next(iter(parts["first_stage"]), {})
-        order = feedback.first_stage_order(first_stage, docs)
-        first = np.array([first_stage[d] for d in order if d in first_stage], np.float64)
+        first_stage = {qid: next(iter(parts["first_stage"]), {})}
         per_model = []
         for i, query in enumerate(queries[qid]):
-            vectors = np.array([docs[d][i] for d in order])
             setting, alpha = self._feedbacks[i] or (None, None)
             if feedback.is_on(setting):
-                per_model.append(feedback.rank_list(query, vectors, first, setting, alpha))
+                vectors = {("q", qid): query, **{("d", d): v[i] for d, v in docs.items()}}
+                run = {qid: dict.fromkeys(docs, 0.0)}  # rescore reads only its candidates
+                per_model.append(feedback.rescore(run, first_stage, vectors, setting, alpha)[qid])
             else:
                 q = query.astype(np.float64)
-                per_model.append([np.dot(q, d.astype(np.float64)) for d in vectors])
-        for j, docid in enumerate(order):
+                per_model.append(
+                    {d: float(np.dot(q, v[i].astype(np.float64))) for d, v in docs.items()}
+                )
+        for docid in docs:
             self._pairs.inc()
-            yield qid, docid, tuple(float(scores[j]) for scores in per_model)
+            yield qid, docid, tuple(scores[docid] for scores in per_model)
 
 
 class EmbedAndScore(beam.PTransform):
