@@ -265,6 +265,7 @@ def load_config(
     config = config_loader.build(PipelineConfig, data, source)
     config.source = source
     check_cross_validation(config)
+    check_training_lists(config)
     _expand_paths(config, source)
     if check_inputs:
         check_input_paths(config)
@@ -281,6 +282,29 @@ def check_cross_validation(config: PipelineConfig) -> None:
         cross_validation_folds(config.evaluator.cross_validation.folds, config.datagen.split)
     except ValueError as e:
         raise ConfigError(f"{config.source}: {e}") from None
+
+
+def check_training_lists(config: PipelineConfig) -> None:
+    """A Trainer with frozen document vectors learns from each train query's whole candidate
+    list, which RankingDataGen writes only with `datagen.sampling.mode: lists`; every other
+    Trainer learns from sampled groups. A mismatch is refused, naming both keys, before any
+    component runs (the Trainer would stop on the train split's group size only after
+    RankingDataGen)."""
+    trainer, mode = config.trainer, config.datagen.sampling.mode
+    if not trainer.train_steps:
+        return  # zero-shot: the train split is not read
+    frozen = trainer.model == "dual_encoder" and trainer.dual_encoder.frozen_documents
+    if frozen and mode != "lists":
+        raise ConfigError(
+            f"{config.source}: trainer.dual_encoder.frozen_documents trains on each train "
+            f"query's whole candidate list: set datagen.sampling.mode to lists (it is {mode})"
+        )
+    if mode == "lists" and not frozen:
+        raise ConfigError(
+            f"{config.source}: datagen.sampling.mode: lists writes whole candidate lists, which "
+            "only trainer.dual_encoder.frozen_documents trains on: set it true, or use a "
+            "sampling mode (pairwise, listwise, pointwise)"
+        )
 
 
 def _expand_paths(config: PipelineConfig, source: str) -> None:

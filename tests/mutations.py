@@ -230,6 +230,27 @@ MUTATIONS: tuple[Mutation, ...] = (
         ),
     ),
     Mutation(
+        name="frozen-document-tower-trains",
+        promise="with frozen_documents only the query tower trains: documents keep the "
+        "checkpoint's vectors, in training and in the export",
+        file="trainer_module/models/dual_encoder.py",
+        find="self.document_encoder.trainable = False",
+        replace="self.document_encoder.trainable = True",
+        tests=("tests/trainer_module/test_trainer_frozen_documents.py",),
+    ),
+    Mutation(
+        name="frozen-list-padding-scored",
+        promise="with frozen_documents each train query is scored against its own whole "
+        "candidate list, padding never counts",
+        file="trainer_module/task.py",
+        find='tf.where(batch["mask"], cosine * self.cfg.in_batch_scale, padding)',
+        replace="cosine * self.cfg.in_batch_scale",
+        tests=(
+            "tests/trainer_module/test_trainer_frozen_documents.py::"
+            "test_each_train_query_is_scored_against_its_whole_list",
+        ),
+    ),
+    Mutation(
         name="feedback-ignored-when-served",
         promise="the served model's rank_candidates ranks with the feedback it was chosen with",
         file="trainer_module/export.py",

@@ -141,6 +141,11 @@ class DualEncoderConfig:
     hidden_dropout: float | None = None
     # Attention-probability dropout; None keeps config.json's attention_probs_dropout_prob.
     attention_dropout: float | None = None
+    # Train the query encoder only: documents keep the checkpoint's vectors (a frozen second
+    # copy of the encoder embeds them; ADORE, docs/trainer.md "Frozen documents"). Each train
+    # query's whole candidate list is scored at once (needs datagen.sampling.mode: lists and
+    # loss: listwise_softmax, over cosine * in_batch_scale).
+    frozen_documents: bool = False
 
     def __post_init__(self) -> None:
         for name in ("hidden_dropout", "attention_dropout"):
@@ -193,7 +198,8 @@ class TrainerConfig:
     # in_batch_softmax (dual_encoder only): each query against every document of the batch
     # (its own group's positive and first-stage negatives, and all other groups' documents),
     # softmax cross-entropy on cosine * in_batch_scale (sentence-transformers'
-    # MultipleNegativesRankingLoss, scale 20).
+    # MultipleNegativesRankingLoss, scale 20). With dual_encoder.frozen_documents,
+    # listwise_softmax's scores are cosine * in_batch_scale too.
     in_batch_scale: float = 20.0
 
     # First-stage score fusion (rankcore/fusion.py): per query, min-max normalise the
@@ -304,6 +310,19 @@ class TrainerConfig:
             self.loss != "in_batch_softmax" or self.model == "dual_encoder",
             "loss",
             "in_batch_softmax needs model=dual_encoder (it scores queries and documents apart)",
+        )
+        _require(
+            not self.dual_encoder.frozen_documents
+            or (self.model == "dual_encoder" and self.loss == "listwise_softmax"),
+            "dual_encoder.frozen_documents",
+            "needs model=dual_encoder and loss=listwise_softmax (it scores each train query's "
+            f"whole candidate list), got model={self.model}, loss={self.loss}",
+        )
+        _require(
+            not self.dual_encoder.frozen_documents or self.train_steps >= 1,
+            "dual_encoder.frozen_documents",
+            "trains the query encoder, and train_steps is 0 (zero-shot): set "
+            "dual_encoder.frozen_documents false for the checkpoint as it is",
         )
         _require(self.hinge_margin > 0, "hinge_margin", "must be > 0")
         _require(self.max_label > 0, "max_label", "must be > 0")

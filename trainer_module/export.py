@@ -15,9 +15,11 @@ Signatures:
   candidates and the query's towards the top candidates (the first stage's, or those of a first
   pass fused at the model's alpha): this signature ranks as the RankingEvaluator ranks, the pair
   signatures score without feedback.
-Dual encoders (a model with `embed`, trainer_module/models/dual_encoder.py) also get:
+Dual encoders (a model with `embed_query` / `embed_doc`, trainer_module/models/dual_encoder.py)
+also get:
 - embed_texts(text: string [None]) -> {"embedding": float32 [None, H]}: raw text -> the model's
-  L2-normalised vector, truncated to the document length (what indexing a corpus needs; the
+  L2-normalised document vector (the document tower's, which with frozen_documents is the
+  checkpoint's), truncated to the document length (what indexing a corpus needs; the
   cosine of two vectors is the model's score). Queries longer than max_query_length tokens are
   cut shorter by the pair signatures than by this one.
 - embed_query_ids / embed_doc_ids(ids: int64 [None, None]) -> {"embedding": float32 [None, H]}:
@@ -186,23 +188,32 @@ class RerankerModule(tf.Module):
 
 
 class DualEncoderModule(RerankerModule):
-    """RerankerModule plus the embedding signatures of a model with `embed` (a dual encoder).
-    Every signature goes through one traced encoder (`_embed_ids`); a pair's score is the dot
-    product of the two L2-normalised embeddings, DualEncoder.call's arithmetic."""
+    """RerankerModule plus the embedding signatures of a dual encoder (a model with
+    `embed_query` / `embed_doc`). Every signature goes through the two traced towers
+    (`_embed_ids`; one encoder unless documents are frozen); a pair's score is the dot product
+    of the two L2-normalised embeddings, DualEncoder.call's arithmetic."""
 
     def _trace_model(self) -> None:
-        self._embed_ids = tf.function(
-            lambda ids: tf.cast(self.model.embed(ids, training=False), tf.float32),
-            input_signature=[_IDS],
-            autograph=False,
-        )
+        def traced(embed):
+            return tf.function(
+                lambda ids: tf.cast(embed(ids, training=False), tf.float32),
+                input_signature=[_IDS],
+                autograph=False,
+            )
 
-    def _embed(self, ids: tf.Tensor, max_length: int) -> dict[str, tf.Tensor]:
-        return {EMBEDDING_OUTPUT: self._embed_ids(_at_least_one_column(ids[:, :max_length]))}
+        self._embed_ids = {
+            "q": traced(self.model.embed_query),
+            "d": traced(self.model.embed_doc),
+        }
+
+    def _embed(self, ids: tf.Tensor, kind: str) -> dict[str, tf.Tensor]:
+        """ids of `kind` "q" (cut at max_query_length) or "d" (max_doc_length) -> vectors."""
+        max_length = self.max_query_length if kind == "q" else self.max_doc_length
+        return {EMBEDDING_OUTPUT: self._embed_ids[kind](_at_least_one_column(ids[:, :max_length]))}
 
     def _score(self, query_ids: tf.Tensor, doc_ids: tf.Tensor) -> dict[str, tf.Tensor]:
-        query = self._embed(query_ids, self.max_query_length)[EMBEDDING_OUTPUT]
-        doc = self._embed(doc_ids, self.max_doc_length)[EMBEDDING_OUTPUT]
+        query = self._embed(query_ids, "q")[EMBEDDING_OUTPUT]
+        doc = self._embed(doc_ids, "d")[EMBEDDING_OUTPUT]
         return {SCORE_OUTPUT: tf.reduce_sum(query * doc, axis=-1)}
 
     def _rank_scores(
@@ -212,8 +223,8 @@ class DualEncoderModule(RerankerModule):
         first-stage order (ties: the earlier in the list first), each moved towards its nearest
         other candidates, the query towards the top ones (the first stage's, or those of a
         first pass fused at the model's alpha); scores back in the given order."""
-        query = self._embed(query_ids, self.max_query_length)[EMBEDDING_OUTPUT][0]
-        docs = self._embed(doc_ids, self.max_doc_length)[EMBEDDING_OUTPUT]
+        query = self._embed(query_ids, "q")[EMBEDDING_OUTPUT][0]
+        docs = self._embed(doc_ids, "d")[EMBEDDING_OUTPUT]
         if not (self.feedback_documents or self.feedback_query):
             return tf.reduce_sum(query[None, :] * docs, axis=-1)
         order = tf.argsort(first_stage_scores, direction="DESCENDING", stable=True)
@@ -248,19 +259,19 @@ class DualEncoderModule(RerankerModule):
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")], autograph=False)
     def embed_texts(self, text: tf.Tensor) -> dict[str, tf.Tensor]:
-        return self._embed(self._tokenize(text), self.max_doc_length)
+        return self._embed(self._tokenize(text), "d")
 
     @tf.function(
         input_signature=[tf.TensorSpec([None, None], tf.int64, name="ids")], autograph=False
     )
     def embed_query_ids(self, ids: tf.Tensor) -> dict[str, tf.Tensor]:
-        return self._embed(ids, self.max_query_length)
+        return self._embed(ids, "q")
 
     @tf.function(
         input_signature=[tf.TensorSpec([None, None], tf.int64, name="ids")], autograph=False
     )
     def embed_doc_ids(self, ids: tf.Tensor) -> dict[str, tf.Tensor]:
-        return self._embed(ids, self.max_doc_length)
+        return self._embed(ids, "d")
 
 
 def _replace_dir(src: str, dst: str) -> None:
@@ -293,7 +304,7 @@ def export_serving_model(
     run_fn.choose_fusion's dict (None: no fusion)."""
     tft_layer = tft.TFTransformOutput(transform_graph_path).transform_features_layer()
     alpha = fusion.get("alpha") if fusion else None
-    dual = hasattr(model, "embed")
+    dual = hasattr(model, "embed_query")
     module_cls = DualEncoderModule if dual else RerankerModule
     module = module_cls(
         model, tft_layer, max_query_length, max_doc_length, alpha, (fusion or {}).get("feedback")

@@ -1,7 +1,9 @@
 """tf.data input pipelines over RankingDataGen's gzip TFRecord shards of grouped tf.Examples.
 
 Train elements are dicts {"query": int64 [Lq], "docs": int64 [n, Ld], "labels": float32 [n]},
-batched (padded with 0 = [PAD]). Eval elements (n = 1 groups) are flat:
+batched (padded with 0 = [PAD]); with frozen document vectors (make_list_dataset) they are
+{"query": [Lq], "doc_vectors": float32 [n, H], "labels": [n], "mask": bool [n]}, one query's
+whole candidate list each. Eval elements (n = 1 groups) are flat:
 {"qid": str, "docid": str, "query": [Lq], "doc": [Ld], "label": float32, "judged": int64,
 "first_stage_score": float32}.
 """
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import tensorflow as tf
 
 from trainer_module.config import TrainerConfig
@@ -181,6 +184,35 @@ def make_train_dataset(
         padded_shapes=shapes,
         drop_remainder=True,
     )
+    return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def make_list_dataset(
+    queries: np.ndarray,
+    doc_vectors: np.ndarray,
+    labels: np.ndarray,
+    mask: np.ndarray,
+    cfg: TrainerConfig,
+    per_replica_batch: int,
+    input_context: tf.distribute.InputContext | None = None,
+) -> tf.data.Dataset:
+    """Infinite, seeded, shuffled batches of whole candidate lists for ONE replica: queries
+    [Q, Lq] (padded ids), doc_vectors [Q, n, H], labels [Q, n], mask [Q, n] (False: padding),
+    one row per train query. Each epoch visits every query once in a new order. The elements
+    are gathered by index, so a checkpointed iterator holds indices, not vectors."""
+    count = queries.shape[0]
+    tensors = {
+        "query": tf.constant(queries, tf.int64),
+        "doc_vectors": tf.constant(doc_vectors, tf.float32),
+        "labels": tf.constant(labels, tf.float32),
+        "mask": tf.constant(mask, tf.bool),
+    }
+    ds = tf.data.Dataset.range(count)
+    if input_context and input_context.num_input_pipelines > 1:
+        ds = ds.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+    ds = ds.shuffle(count, seed=cfg.seed, reshuffle_each_iteration=True).repeat()
+    ds = ds.batch(per_replica_batch * cfg.grad_accumulation_steps, drop_remainder=True)
+    ds = ds.map(lambda i: {k: tf.gather(v, i) for k, v in tensors.items()})
     return ds.prefetch(tf.data.AUTOTUNE)
 
 

@@ -14,15 +14,33 @@ import resource
 import time
 from dataclasses import asdict, dataclass, field
 
+import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
 from rankcore.constants import TRAIN_RESULTS_FILE
+from rankcore.encoders import hf_checkpoint
 from trainer_module import validation
 from trainer_module.task import RankingTask
 
 BEST_DIR = "best"
 LOSS_SCALE_GROWTH_INTERVAL = 2000
+
+# Frozen document vectors (dual_encoder.frozen_documents) depend on the checkpoint's files, the
+# precision policy and a text's token ids alone, so every Trainer of this process that freezes
+# the same checkpoint shares them: LocalDagRunner runs cross-validation's k + 1 Trainers in one
+# process, and each would otherwise embed the same corpus again (about a minute per Trainer on
+# Cranfield on 2 cores). Keyed by (checkpoint_digest, policy); token ids -> float32 vector.
+_FROZEN_DOCUMENT_VECTORS: dict[tuple[str, str], dict[tuple[int, ...], np.ndarray]] = {}
+
+
+def frozen_document_cache(checkpoint_dir: str) -> dict[tuple[int, ...], np.ndarray]:
+    """The process's document vectors of this checkpoint's frozen tower (filled as used)."""
+    key = (
+        hf_checkpoint.checkpoint_digest(checkpoint_dir),
+        keras.mixed_precision.global_policy().name,
+    )
+    return _FROZEN_DOCUMENT_VECTORS.setdefault(key, {})
 
 
 class DivergenceError(RuntimeError):
@@ -129,7 +147,34 @@ class Controller:
             if keras.mixed_precision.global_policy().name == "mixed_float16":
                 self.loss_scale = tf.Variable(2.0**15, trainable=False, name="loss_scale")
                 self.good_steps = tf.Variable(0, dtype=tf.int64, trainable=False)
-        self.dataset = task.build_inputs(strategy, train_files)
+        ids = tf.TensorSpec([None, None], tf.int64)
+        # A dual encoder's towers, for dev scoring (each text once) and frozen documents.
+        self._embed_fns = (
+            {
+                kind: tf.function(
+                    lambda x, f=embed: f(x, training=False),
+                    input_signature=[ids],
+                    autograph=False,
+                )
+                for kind, embed in (("q", self.model.embed_query), ("d", self.model.embed_doc))
+            }
+            if hasattr(self.model, "embed_query")
+            else None
+        )
+        # Frozen document vectors never change: each distinct document is embedded once, for
+        # the training lists and every dev scoring alike (and for this process's other
+        # Trainers of the same checkpoint).
+        self.doc_cache: dict | None = (
+            frozen_document_cache(self.cfg.dual_encoder.checkpoint_dir)
+            if task.frozen_documents
+            else None
+        )
+        self.dataset = task.build_inputs(
+            strategy,
+            train_files,
+            self._embed_fns["d"] if self._embed_fns else None,
+            self.doc_cache,
+        )
         self.iterator = iter(self.dataset)
         # A plain tf.data iterator (default strategy) is checkpointed with its buffers; a
         # multi-replica DistributedIterator is not trackable, so resume fast-forwards it
@@ -159,7 +204,6 @@ class Controller:
         self.history: list[tuple[int, float, float]] = []
         self.resumed_from: dict | None = None
         self._train_fn = tf.function(self._train_once)
-        ids = tf.TensorSpec([None, None], tf.int64)
         # Inference is traced without autograph: the models' code has no tensor-dependent
         # Python control flow, and converting every layer's source is most of a BERT-size
         # model's trace time (MiniLM: 1.3 s without, 3.8 to 10.7 s with; export.py too).
@@ -167,15 +211,6 @@ class Controller:
             lambda q, d: tf.cast(self.model((q, d), training=False), tf.float32),
             input_signature=[ids, ids],
             autograph=False,
-        )
-        self._embed_fn = (
-            tf.function(
-                lambda x: self.model.embed(x, training=False),
-                input_signature=[ids],
-                autograph=False,
-            )
-            if hasattr(self.model, "embed")
-            else None
         )
 
     # -- steps ----------------------------------------------------------------------------
@@ -216,13 +251,14 @@ class Controller:
 
     def score_dev(self) -> validation.DevScores:
         """The model's scores of every dev candidate (with the qrels and first-stage scores)."""
-        if self._embed_fn is not None:  # dual encoder: embed each distinct text once
+        if self._embed_fns is not None:  # dual encoder: embed each distinct text once
             return validation.score_dev_embedded(
-                self._embed_fn,
+                self._embed_fns,
                 self.eval_files,
                 self.cfg.eval_batch_size,
                 self.task.max_query_length,
                 self.task.max_doc_length,
+                self.doc_cache,
             )
         return validation.score_dev(
             self._score_fn,

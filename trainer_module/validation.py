@@ -48,21 +48,24 @@ def score_dev(
     return out
 
 
-def score_dev_embedded(
-    embed_fn: Callable[[tf.Tensor], tf.Tensor],
-    file_patterns: list[str],
-    batch_size: int,
-    max_query_length: int,
-    max_doc_length: int,
-) -> DevScores:
-    """score_dev for dual encoders: each distinct query and document is embedded once (in
-    length-sorted batches, so little padding), and a pair's score is the dot product of the
-    L2-normalised embeddings, i.e. the model's cosine. Dev candidates share documents across
-    queries, so this does several times less work than scoring every pair. The vectors are kept
-    in `vectors` (float32, as the model computes them)."""
-    out = DevScores({}, {}, {}, {})
-    texts: dict[tuple[str, str], list[int]] = {}
-    pairs: list[tuple[str, str]] = []
+EmbedFn = Callable[[tf.Tensor], tf.Tensor]  # right-padded ids [B, L] -> vectors [B, H]
+TextKey = tuple[str, str]  # ("q", qid) or ("d", docid), as rankcore/embeddings.py keys them
+
+
+class Candidates(NamedTuple):
+    """Every candidate of eval-format groups (n = 1, trainer_module/inputs.py), in file order."""
+
+    texts: dict[TextKey, list[int]]  # each distinct text's (truncated) token ids
+    pairs: list[tuple[str, str]]  # (qid, docid) in file order: rank order within a query
+    labels: dict[str, dict[str, float]]  # every candidate's label (unjudged: 0)
+    qrels: dict[str, dict[str, int]]  # the judged candidates' labels
+    first_stage: dict[str, dict[str, float]]
+
+
+def read_candidates(
+    file_patterns: list[str], batch_size: int, max_query_length: int, max_doc_length: int
+) -> Candidates:
+    out = Candidates({}, [], {}, {}, {})
     ds = inputs.make_eval_dataset(file_patterns, batch_size, max_query_length, max_doc_length)
     for batch in ds:
         qids = [q.decode() for q in batch["qid"].numpy()]
@@ -71,23 +74,69 @@ def score_dev_embedded(
         labels, judged = batch["label"].numpy(), batch["judged"].numpy()
         first = batch["first_stage_score"].numpy()
         for i, (qid, docid) in enumerate(zip(qids, docids)):
-            texts[("q", qid)] = [int(t) for t in queries[i] if t]
-            texts[("d", docid)] = [int(t) for t in docs[i] if t]
-            pairs.append((qid, docid))
+            out.texts[("q", qid)] = [int(t) for t in queries[i] if t]
+            out.texts[("d", docid)] = [int(t) for t in docs[i] if t]
+            out.pairs.append((qid, docid))
+            out.labels.setdefault(qid, {})[docid] = float(labels[i])
             out.first_stage.setdefault(qid, {})[docid] = float(first[i])
             if judged[i] == 1:
                 out.qrels.setdefault(qid, {})[docid] = int(np.round(labels[i]))
-    keys = sorted(texts, key=lambda k: (len(texts[k]), k))
-    for start in range(0, len(keys), batch_size):
-        chunk = keys[start : start + batch_size]
-        width = max(1, max(len(texts[k]) for k in chunk))
-        ids = np.zeros([len(chunk), width], np.int64)
-        for row, key in enumerate(chunk):
-            ids[row, : len(texts[key])] = texts[key]
-        for key, vector in zip(chunk, embed_fn(tf.constant(ids)).numpy()):
-            out.vectors[key] = (texts[key], vector)
-    for qid, docid in pairs:
-        query, doc = out.vectors[("q", qid)][1], out.vectors[("d", docid)][1]
+    return out
+
+
+def embed_texts(
+    embed_fns: dict[str, EmbedFn],
+    texts: dict[TextKey, list[int]],
+    batch_size: int,
+    doc_cache: dict[tuple[int, ...], np.ndarray] | None = None,
+) -> dict[TextKey, np.ndarray]:
+    """Each text's vector from its kind's function ("q" / "d"), in length-sorted batches of one
+    kind (little padding). `doc_cache` (token ids -> vector), when given, is read and filled for
+    documents: only valid while the document tower does not change (frozen_documents)."""
+    out: dict[TextKey, np.ndarray] = {}
+    for kind, embed_fn in embed_fns.items():
+        keys = [k for k in texts if k[0] == kind]
+        if kind == "d" and doc_cache is not None:
+            for key in keys:
+                cached = doc_cache.get(tuple(texts[key]))
+                if cached is not None:
+                    out[key] = cached
+            keys = [k for k in keys if k not in out]
+        keys.sort(key=lambda k: (len(texts[k]), k))
+        for start in range(0, len(keys), batch_size):
+            chunk = keys[start : start + batch_size]
+            width = max(1, max(len(texts[k]) for k in chunk))
+            ids = np.zeros([len(chunk), width], np.int64)
+            for row, key in enumerate(chunk):
+                ids[row, : len(texts[key])] = texts[key]
+            for key, vector in zip(chunk, embed_fn(tf.constant(ids)).numpy()):
+                out[key] = vector
+                if kind == "d" and doc_cache is not None:
+                    doc_cache[tuple(texts[key])] = vector
+    return out
+
+
+def score_dev_embedded(
+    embed_fns: dict[str, EmbedFn],
+    file_patterns: list[str],
+    batch_size: int,
+    max_query_length: int,
+    max_doc_length: int,
+    doc_cache: dict[tuple[int, ...], np.ndarray] | None = None,
+) -> DevScores:
+    """score_dev for dual encoders: each distinct query and document is embedded once (queries
+    by embed_fns["q"], documents by embed_fns["d"], in length-sorted batches, so little
+    padding), and a pair's score is the dot product of the L2-normalised embeddings, i.e. the
+    model's cosine. Dev candidates share documents across queries, so this does several times
+    less work than scoring every pair. The vectors are kept in `vectors` (float32, as the
+    model computes them)."""
+    cands = read_candidates(file_patterns, batch_size, max_query_length, max_doc_length)
+    vectors = embed_texts(embed_fns, cands.texts, batch_size, doc_cache)
+    out = DevScores(cands.qrels, {}, cands.first_stage, {})
+    for key in sorted(vectors, key=lambda k: (len(cands.texts[k]), k)):
+        out.vectors[key] = (cands.texts[key], vectors[key])
+    for qid, docid in cands.pairs:
+        query, doc = vectors[("q", qid)], vectors[("d", docid)]
         out.run.setdefault(qid, {})[docid] = float(
             query.astype(np.float64) @ doc.astype(np.float64)
         )

@@ -19,7 +19,7 @@ from rankcore import config_loader, folds
 DOC_FORMATS = tuple(READERS["documents"])
 QUERY_FORMATS = tuple(READERS["queries"])
 QRELS_FORMATS = tuple(READERS["qrels"])
-SAMPLING_MODES = ("pairwise", "listwise", "pointwise")
+SAMPLING_MODES = ("pairwise", "listwise", "pointwise", "lists")
 
 
 @dataclass
@@ -136,7 +136,9 @@ def cross_validation_folds(value: int, split_cfg: SplitConfig) -> int:
 class SamplingConfig:
     """How training examples are drawn from the train queries' candidates."""
 
-    mode: str = "pairwise"  # pairwise (pos, neg), listwise (pos + n negs) or pointwise
+    # pairwise (pos, neg), listwise (pos + n negs), pointwise, or lists (every candidate of each
+    # train query, unsampled: for trainer.dual_encoder.frozen_documents)
+    mode: str = "pairwise"
     samples_per_query: int = 64  # training groups drawn per train query
     negatives_per_positive: int = 1  # listwise: negatives per group
     # Judgments with relevance >= this count as positives; auto: the lowest grade above 0 found

@@ -12,6 +12,9 @@ sha256(seed, qid), so a query's sample depends on nothing else):
   listwise  (n=1+negatives_per_positive): the same with that many distinct negatives (drawn
             with replacement only when the query has fewer).
   pointwise (n=1): one document drawn uniformly from positives + candidates.
+  lists     (n=1): no sampling: every first-stage candidate of the query, one per group, as
+            for dev/test (a query with no positive has none), for a Trainer that learns from
+            each query's whole candidate list at once (trainer dual_encoder.frozen_documents).
 Labels are the judged relevance clipped at 0 (unjudged = 0, `judged` = 0).
 Dev/test: every first-stage candidate of the query, one per group, in rank order.
 
@@ -120,6 +123,8 @@ def train_groups(
             index=index,
         )
 
+    if mode == "lists":
+        return eval_groups(split, qid, candidates, qrels)
     if mode == "pointwise":
         pool = sorted(set(positives) | set(first_stage))
         picks = [pool[rng.randrange(len(pool))] for _ in range(samples_per_query)]

@@ -8,6 +8,7 @@ little-endian tensor bytes, offsets relative to the end of the header.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -137,6 +138,21 @@ class BertCheckpoint:
     arch: BertArchitecture
     vocab: list[str]
     tensors: dict[str, np.ndarray]  # names without a task-model prefix ("bert.")
+
+
+CHECKPOINT_FILES = ("config.json", "model.safetensors", "vocab.txt")
+
+
+def checkpoint_digest(directory: str) -> str:
+    """sha256 over the checkpoint's files (config, weights, vocabulary): two directories with
+    the same digest hold the same model."""
+    digest = hashlib.sha256()
+    for name in CHECKPOINT_FILES:
+        digest.update(name.encode() + b"\0")
+        with tf.io.gfile.GFile(os.path.join(directory, name), "rb") as f:
+            while chunk := f.read(1 << 24):
+                digest.update(chunk)
+    return digest.hexdigest()
 
 
 def read_vocab_file(directory: str) -> list[str]:

@@ -13,7 +13,7 @@ pretrained`), zero-shot dual encoder + BM25 fusion (pipelines/configs/cranfield.
                  same job in this process with the encoder already loaded and traced (what
                  earlier versions of this benchmark called (e)). (d) and (e) run interleaved;
   (a) floor      a split's distinct query and document token ids (what the evaluator / the
-                 Trainer score) encoded once with the same TF encoder (DualEncoder.embed,
+                 Trainer score) encoded once with the same TF encoder (DualEncoder.embed_doc,
                  tf.function), in a plain loop over length-sorted batches, after one warm-up
                  call: the test split for (b), the dev split for (c);
   (b) evaluator  the RankingEvaluator's scoring pass (components/ranking_evaluator/scoring.py
@@ -114,9 +114,10 @@ def floor(embed, records: list[bytes]) -> tuple[float, int]:
 
 
 def embed_fn(model):
-    """model.embed as one tf.function (Controller._embed_fn's), traced before any timing."""
+    """model.embed_doc as one tf.function (the Controller's, one tower: the zero-shot
+    checkpoint embeds queries and documents alike), traced before any timing."""
     spec = tf.TensorSpec([None, None], tf.int64)
-    embed = tf.function(lambda x: model.embed(x, training=False), input_signature=[spec])
+    embed = tf.function(lambda x: model.embed_doc(x, training=False), input_signature=[spec])
     embed(tf.ones([2, 3], tf.int64))
     return embed
 
@@ -247,7 +248,11 @@ def main() -> None:
     def trainer_validation() -> float:
         t0 = time.perf_counter()
         dev = validation.score_dev_embedded(
-            embed, [os.path.join(examples, "Split-dev", "*")], BATCH, MAX_Q, MAX_D
+            {"q": embed, "d": embed},
+            [os.path.join(examples, "Split-dev", "*")],
+            BATCH,
+            MAX_Q,
+            MAX_D,
         )
         fusion.tune_alpha(
             dev.run,

@@ -101,7 +101,8 @@ def encode_once(embed, texts: list[list[int]]) -> np.ndarray:
 
 
 def load_encoder(transform_graph: str, max_q: int, max_d: int):
-    """The checkpoint as the pipeline's dual encoder, its `embed` as one tf.function."""
+    """The checkpoint as the pipeline's dual encoder (one tower: queries and documents go
+    through the same encoder), its `embed_doc` as one tf.function."""
     output = tft.TFTransformOutput(transform_graph)
     with open(output.vocabulary_file_by_name("wordpiece")) as f:
         vocab = [line.rstrip("\n") for line in f]
@@ -115,7 +116,7 @@ def load_encoder(transform_graph: str, max_q: int, max_d: int):
     )
     model = build_model(config, len(vocab), max_q, max_d, vocab)
     spec = tf.TensorSpec([None, None], tf.int64)
-    embed = tf.function(lambda x: model.embed(x, training=False), input_signature=[spec])
+    embed = tf.function(lambda x: model.embed_doc(x, training=False), input_signature=[spec])
     return embed, output.transform_features_layer()
 
 

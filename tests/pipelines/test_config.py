@@ -121,6 +121,31 @@ def test_broken_config_names_file_and_key(tmp_path: Path, changes: dict, pattern
     assert "\n" not in message
 
 
+def test_training_lists_and_frozen_documents_go_together(tmp_path: Path) -> None:
+    """Whole candidate lists (datagen.sampling.mode lists) are what a Trainer with frozen
+    documents trains on, and nothing else does: either without the other is refused before any
+    component runs, naming both keys; zero-shot (train_steps 0) reads no train split."""
+    frozen = {
+        "trainer.model": "dual_encoder",
+        "trainer.dual_encoder": {"checkpoint_dir": str(tmp_path), "frozen_documents": True},
+        "trainer.loss": "listwise_softmax",
+    }
+    path = _write(tmp_path, _demo_data(**frozen))
+    pattern = r"trainer\.dual_encoder\.frozen_documents .*set datagen\.sampling\.mode to lists"
+    with pytest.raises(ConfigError, match=pattern):
+        load_config(path, check_inputs=False)
+    path = _write(tmp_path, _demo_data(**{"datagen.sampling.mode": "lists"}))
+    pattern = r"datagen\.sampling\.mode: lists .*trainer\.dual_encoder\.frozen_documents"
+    with pytest.raises(ConfigError, match=pattern):
+        load_config(path, check_inputs=False)
+    path = _write(tmp_path, _demo_data(**frozen, **{"datagen.sampling.mode": "lists"}))
+    assert load_config(path, check_inputs=False).datagen.sampling.mode == "lists"
+    zero_shot = {"datagen.sampling.mode": "lists", "trainer.train_steps": 0}
+    path = _write(tmp_path, _demo_data(**{**frozen, **zero_shot}))
+    with pytest.raises(ConfigError, match=r"frozen_documents trains the query encoder"):
+        load_config(path, check_inputs=False)
+
+
 def test_missing_input_file_names_key(tmp_path: Path, shared_data: Path) -> None:
     data = yaml.safe_load((CONFIG_DIR / "cranfield-knrm.yaml").read_text())
     data["collection"]["qrels"] = str(tmp_path / "nope.qrels")

@@ -180,6 +180,16 @@ def reference_hidden(
     return x
 
 
+def reference_embedding(
+    t: dict[str, np.ndarray], config: dict, ids: list[int], cls_id: int, sep_id: int
+) -> np.ndarray:
+    """The dual encoder's vector of unpadded ids: [CLS] ids [SEP], token types 0, mean over
+    every position, L2-normalised (sentence-transformers' all-MiniLM-L6-v2 recipe)."""
+    hidden = reference_hidden(t, config, [cls_id, *ids, sep_id], [0] * (len(ids) + 2))
+    pooled = hidden.mean(axis=0)  # every position is a real token: mean over all of them
+    return pooled / np.linalg.norm(pooled)
+
+
 def reference_scores(
     t: dict[str, np.ndarray],
     config: dict,

@@ -26,6 +26,13 @@ def listwise_examples_dir(tmp_path_factory, transform_graph) -> str:
 
 
 @pytest.fixture(scope="session")
+def lists_examples_dir(tmp_path_factory, transform_graph) -> str:
+    """Examples whose train split holds whole candidate lists (datagen.sampling.mode lists)."""
+    root = tmp_path_factory.mktemp("examples_lists")
+    return trainer_testdata.make_examples(str(root), transform_graph, train_lists=True)
+
+
+@pytest.fixture(scope="session")
 def bert_checkpoint(tmp_path_factory, transform_graph) -> str:
     """A tiny BERT checkpoint whose vocab.txt is the TransformGraph's vocabulary."""
     import bert_testdata

@@ -31,14 +31,6 @@ def _config(checkpoint_dir: str, **overrides):
     )
 
 
-def _reference_embedding(ckpt, config: dict, ids: list[int], cls_id: int, sep_id: int):
-    hidden = bert_testdata.reference_hidden(
-        ckpt.tensors, config, [cls_id, *ids, sep_id], [0] * (len(ids) + 2)
-    )
-    pooled = hidden.mean(axis=0)  # every position is a real token: mean over all of them
-    return pooled / np.linalg.norm(pooled)
-
-
 def test_in_batch_softmax_equals_a_hand_computation():
     rng = np.random.default_rng(3)
     b, n, scale = 3, 2, 20.0
@@ -86,8 +78,8 @@ def test_dual_encoder_loads_the_checkpoint_and_scores_cosine(bert_checkpoint, tr
         (tf.constant(pad[: len(QUERIES)], tf.int64), tf.constant(pad[len(QUERIES) :], tf.int64))
     ).numpy()
     want = [
-        _reference_embedding(ckpt, config, q, model.cls_id, model.sep_id)
-        @ _reference_embedding(ckpt, config, d, model.cls_id, model.sep_id)
+        bert_testdata.reference_embedding(ckpt.tensors, config, q, model.cls_id, model.sep_id)
+        @ bert_testdata.reference_embedding(ckpt.tensors, config, d, model.cls_id, model.sep_id)
         for q, d in zip(q_ids, d_ids)
     ]
     np.testing.assert_allclose(scores, want, atol=1e-5)
@@ -179,8 +171,12 @@ def test_zero_shot_export_equals_numpy_mean_pooled_cosine(
     q_ids = trainer_testdata.tokenize(transform_graph, QUERIES)
     d_ids = trainer_testdata.tokenize(transform_graph, DOCS)
     want = [
-        _reference_embedding(ckpt, config, q[: trainer_testdata.MAX_Q], cls_id, sep_id)
-        @ _reference_embedding(ckpt, config, d[: trainer_testdata.MAX_D], cls_id, sep_id)
+        bert_testdata.reference_embedding(
+            ckpt.tensors, config, q[: trainer_testdata.MAX_Q], cls_id, sep_id
+        )
+        @ bert_testdata.reference_embedding(
+            ckpt.tensors, config, d[: trainer_testdata.MAX_D], cls_id, sep_id
+        )
         for q, d in zip(q_ids, d_ids)
     ]
     np.testing.assert_allclose(got, want, atol=1e-5)

@@ -114,8 +114,11 @@ def make_examples(
     train_queries: int = 64,
     dev_queries: int = 12,
     seed: int = 0,
+    train_lists: bool = False,
 ) -> str:
-    """Writes <root>/Split-train, Split-dev, Split-test as gzip TFRecord shards."""
+    """Writes <root>/Split-train, Split-dev, Split-test as gzip TFRecord shards (with
+    train_lists, the train split holds every candidate, one per group, as dev and test do:
+    datagen.sampling.mode lists)."""
     rng = random.Random(seed)
     splits = {"train": train_queries, "dev": dev_queries, "test": dev_queries}
     for offset, (split, num) in enumerate(splits.items()):
@@ -124,9 +127,11 @@ def make_examples(
         ids = iter(tokenize(transform_graph_dir, texts))
         q_ids = [next(ids) for _ in data]
         records = []
-        for (qid, _, cands), qi in zip(data, q_ids):
+        for number, ((qid, _, cands), qi) in enumerate(zip(data, q_ids)):
             cand_ids = [(docid, next(ids), label) for docid, _, label in cands]
-            if split == "train":
+            if split == "train" and train_lists:  # lists of 4 to 6 candidates (both relevant)
+                cand_ids = cand_ids[: len(cand_ids) - number % 3]
+            if split == "train" and not train_lists:
                 pos = [c for c in cand_ids if c[2] > 0]
                 neg = [c for c in cand_ids if c[2] == 0]
                 for p in pos:

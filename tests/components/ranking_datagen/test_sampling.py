@@ -154,6 +154,18 @@ def test_by_fold_gives_every_query_its_folds_train_and_eval_groups() -> None:
     assert len({g.key for g in groups}) == len(groups)
 
 
+def test_lists_mode_writes_every_candidate_unsampled() -> None:
+    """mode lists: a train query's groups are its whole candidate list, one candidate each in
+    first-stage order, labelled as dev/test groups are (the Trainer's frozen_documents scores
+    them all at once), whatever samples_per_query and the seed say."""
+    groups = train_groups("q1", CANDS, QRELS, "lists", 3, 4, 2, 0, split="fold2_train")
+    want = eval_groups("fold2_train", "q1", CANDS, QRELS)
+    assert groups == want and len(groups) == len(CANDS)
+    assert train_groups("q1", CANDS, QRELS, "lists", 50, 1, 2, 7, split="fold2_train") == want
+    # A query with no positive at the threshold has nothing to learn from: no groups.
+    assert train_groups("q1", CANDS, {"c1": 1}, "lists", 3, 4, 2, 0) == []
+
+
 def test_group_key_is_stable() -> None:
     g = Group("train", "q7", ("a", "b"), (1.0, 0.0), (1, 0), (2.0, 1.0), (1, 2), index=3)
     assert g.key == "train|q7|3"

@@ -1,0 +1,220 @@
+"""Frozen document vectors (trainer dual_encoder.frozen_documents, ADORE): only the query tower
+trains, each train query against its whole candidate list of the checkpoint's document vectors;
+the export embeds documents with the checkpoint and queries with the trained tower."""
+
+import json
+import os
+import shutil
+
+import bert_testdata
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (registers the ops the exported tokenizer graph uses)
+import trainer_testdata
+
+from rankcore.constants import EMBED_DOC_SIGNATURE, EMBED_QUERY_SIGNATURE, EMBEDDING_OUTPUT
+from rankcore.encoders import hf_checkpoint
+from trainer_module import validation
+from trainer_module.export import export_serving_model
+
+STEPS = 12
+
+
+def _config(checkpoint_dir: str, **overrides):
+    base = {
+        "model": "dual_encoder",
+        "dual_encoder": {
+            "checkpoint_dir": checkpoint_dir,
+            "frozen_documents": True,
+            "hidden_dropout": 0.0,
+            "attention_dropout": 0.0,
+        },
+        "loss": "listwise_softmax",
+        "train_steps": STEPS,
+        "validate_every": 0,
+        "checkpoint_every": STEPS,
+        "log_every": 1,
+        "learning_rate": 1e-2,
+        "encoder_learning_rate": 1e-2,
+    }
+    return trainer_testdata.small_config(**{**base, **overrides})
+
+
+@pytest.fixture(scope="module")
+def frozen(bert_checkpoint, lists_examples_dir, transform_graph, tmp_path_factory):
+    """(controller, its query encoder's weights before training) after STEPS steps."""
+    cfg = _config(bert_checkpoint)
+    work = str(tmp_path_factory.mktemp("frozen"))
+    controller = trainer_testdata.make_controller(cfg, lists_examples_dir, transform_graph, work)
+    before = {n: v.numpy().copy() for n, (v, _) in controller.model.checkpoint_variables().items()}
+    controller.train()
+    return controller, before
+
+
+def _checkpoint(bert_checkpoint: str):
+    ckpt = hf_checkpoint.read_checkpoint(bert_checkpoint)
+    config = json.loads(open(os.path.join(bert_checkpoint, "config.json")).read())
+    return ckpt.tensors, config
+
+
+def test_only_the_query_tower_trains(frozen, bert_checkpoint):
+    controller, before = frozen
+    model = controller.model
+    names = [v.name for v in model.trainable_variables]
+    assert names and all(n.startswith("dual_encoder/encoder/") for n in names)
+    tensors, _ = _checkpoint(bert_checkpoint)
+    # The document tower is the checkpoint, to the bit, after training.
+    for name, (variable, transpose) in model.document_encoder.checkpoint_variables().items():
+        want = tensors[name].T if transpose else tensors[name]
+        np.testing.assert_array_equal(variable.numpy(), want, err_msg=name)
+    moved = [
+        n
+        for n, (v, _) in model.checkpoint_variables().items()
+        if not np.array_equal(v.numpy(), before[n])
+    ]
+    assert len(moved) > len(before) // 2, moved
+    loss = [h[1] for h in controller.history]
+    assert len(loss) == STEPS and all(np.isfinite(loss))
+    assert np.mean(loss[-4:]) < np.mean(loss[:4]), loss
+
+
+def test_each_train_query_is_scored_against_its_whole_list(
+    frozen, bert_checkpoint, lists_examples_dir
+):
+    controller, _ = frozen
+    task, model = controller.task, controller.model
+    pattern = trainer_testdata.split_pattern(lists_examples_dir, "train")
+    cands = validation.read_candidates(pattern, 32, task.max_query_length, task.max_doc_length)
+    queries, doc_vectors, labels, mask = task.candidate_lists(
+        pattern, controller._embed_fns["d"], None
+    )
+    lists: dict[str, list[str]] = {}
+    for qid, docid in cands.pairs:
+        lists.setdefault(qid, []).append(docid)
+    assert queries.shape[0] == len(lists) == 64  # every synthetic query has a positive
+    assert {len(d) for d in lists.values()} == {4, 5, 6}  # lists of different lengths
+    assert mask.shape[1] == 6 and (~mask).any()
+    tensors, config = _checkpoint(bert_checkpoint)
+    by_query = {tuple(int(t) for t in row if t): i for i, row in enumerate(queries)}
+    for qid, docids in lists.items():
+        row = by_query[tuple(cands.texts[("q", qid)])]
+        assert mask[row].sum() == len(docids)  # the whole list, nothing sampled
+        want_labels = [max(cands.labels[qid][d], 0.0) for d in docids]
+        np.testing.assert_array_equal(labels[row, : len(docids)], want_labels)
+        for col, docid in enumerate(docids[:2]):  # the checkpoint's own document vectors
+            ids = cands.texts[("d", docid)]
+            want = bert_testdata.reference_embedding(
+                tensors, config, ids, model.cls_id, model.sep_id
+            )
+            np.testing.assert_allclose(doc_vectors[row, col], want, atol=1e-5)
+    # The step's scores: scale * cosine of the trained query with each listed document; the
+    # loss: softmax cross-entropy over the list only (padding never counts).
+    batch = next(iter(controller.dataset))
+    outputs = task.forward(model, batch, training=False)
+    query = model.embed_query(batch["query"]).numpy()
+    cosine = np.einsum("bh,bnh->bn", query, batch["doc_vectors"].numpy())
+    valid = batch["mask"].numpy()
+    assert (~valid).any()  # the batch holds a padded list
+    scores = outputs["scores"].numpy()
+    np.testing.assert_allclose(scores[valid], 20.0 * cosine[valid], rtol=1e-5, atol=1e-5)
+    assert (scores[~valid] <= -1e8).all()
+    got = task.build_losses(batch, outputs).numpy()
+    for i, keep in enumerate(valid):
+        logits = 20.0 * cosine[i, keep]
+        gains = batch["labels"].numpy()[i, keep]
+        log_p = logits - logits.max() - np.log(np.exp(logits - logits.max()).sum())
+        np.testing.assert_allclose(got[i], -(gains / gains.sum() * log_p).sum(), rtol=1e-4)
+
+
+def test_export_embeds_documents_with_the_checkpoint_and_queries_trained(
+    frozen, bert_checkpoint, transform_graph, tmp_path
+):
+    controller, _ = frozen
+    model = controller.model
+    out = str(tmp_path / "serving")
+    export_serving_model(
+        model, transform_graph, trainer_testdata.MAX_Q, trainer_testdata.MAX_D, out
+    )
+    loaded = tf.saved_model.load(out)
+    tensors, config = _checkpoint(bert_checkpoint)
+    texts = trainer_testdata.tokenize(transform_graph, ["w01 w02 w03", "w04 w05"])
+    width = max(len(t) for t in texts)
+    ids = tf.constant([t + [0] * (width - len(t)) for t in texts], tf.int64)
+    docs = loaded.signatures[EMBED_DOC_SIGNATURE](ids=ids)[EMBEDDING_OUTPUT].numpy()
+    queries = loaded.signatures[EMBED_QUERY_SIGNATURE](ids=ids)[EMBEDDING_OUTPUT].numpy()
+    for i, t in enumerate(texts):
+        reference = bert_testdata.reference_embedding(
+            tensors, config, t, model.cls_id, model.sep_id
+        )
+        np.testing.assert_allclose(docs[i], reference, atol=1e-5)
+        assert not np.allclose(queries[i], reference, atol=1e-3)  # the trained tower
+    np.testing.assert_allclose(queries, model.embed_query(ids).numpy(), atol=1e-5)
+    # A pair's score is the trained query's vector against the checkpoint's document vector.
+    score = loaded.signatures["serving_default"](
+        query=tf.constant(["w01 w02 w03"]), document=tf.constant(["w04 w05"])
+    )["score"].numpy()
+    np.testing.assert_allclose(score, [queries[0] @ docs[1]], atol=1e-5)
+
+
+def test_resume_continues_the_list_batches_exactly(
+    bert_checkpoint, lists_examples_dir, transform_graph, tmp_path
+):
+    cfg = _config(bert_checkpoint, train_steps=6, checkpoint_every=3)
+    straight = trainer_testdata.make_controller(
+        cfg, lists_examples_dir, transform_graph, str(tmp_path / "a")
+    )
+    straight.train()
+    first = trainer_testdata.make_controller(
+        cfg, lists_examples_dir, transform_graph, str(tmp_path / "b")
+    )
+    first.train(stop_at=3)
+    resumed = trainer_testdata.make_controller(
+        cfg, lists_examples_dir, transform_graph, str(tmp_path / "b")
+    )
+    resumed.train()
+    assert resumed.resumed_from["step"] == 3
+    for a, b in zip(straight.model.trainable_variables, resumed.model.trainable_variables):
+        np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.name)
+
+
+def test_trainers_of_one_checkpoint_share_its_document_vectors(
+    frozen, bert_checkpoint, lists_examples_dir, transform_graph, tmp_path
+):
+    """The k + 1 cross-validation Trainers run in one process on LocalDagRunner: the second
+    one with the same checkpoint embeds no document again; another checkpoint shares none."""
+    first, _ = frozen
+    assert first.doc_cache  # filled by the first Trainer's lists and dev scoring
+    size = len(first.doc_cache)
+    cfg = _config(bert_checkpoint, train_steps=1)
+    second = trainer_testdata.make_controller(
+        cfg, lists_examples_dir, transform_graph, str(tmp_path / "second")
+    )
+    assert second.doc_cache is first.doc_cache and len(second.doc_cache) == size
+    other = tmp_path / "other_checkpoint"
+    shutil.copytree(bert_checkpoint, other)
+    with open(other / "config.json") as f:
+        config = json.load(f)
+    config["layer_norm_eps"] = 1e-6  # another model: its vectors differ
+    with open(other / "config.json", "w") as f:
+        json.dump(config, f)
+    third = trainer_testdata.make_controller(
+        _config(str(other), train_steps=1),
+        lists_examples_dir,
+        transform_graph,
+        str(tmp_path / "third"),
+    )
+    assert third.doc_cache is not first.doc_cache
+
+
+def test_frozen_documents_refuse_sampled_groups_and_other_settings(
+    bert_checkpoint, listwise_examples_dir, transform_graph, tmp_path
+):
+    with pytest.raises(ValueError, match="one candidate per group .* hold 4 documents"):
+        trainer_testdata.make_controller(
+            _config(bert_checkpoint), listwise_examples_dir, transform_graph, str(tmp_path)
+        )
+    with pytest.raises(ValueError, match="needs model=dual_encoder and loss=listwise_softmax"):
+        _config(bert_checkpoint, loss="in_batch_softmax")
+    with pytest.raises(ValueError, match="frozen_documents trains the query encoder"):
+        _config(bert_checkpoint, train_steps=0)
