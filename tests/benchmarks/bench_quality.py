@@ -17,9 +17,11 @@ the README's cross-validated one was measured on.
 Systems (per collection):
   knrm            the from-scratch config (cranfield-knrm.yaml / msmarco-subset-knrm.yaml)
   de-zero-shot    the shipped dual-encoder config (cranfield.yaml / msmarco-subset.yaml) with
-                  train_steps 0 (what both ship) and BM25's candidates only; fusion tuned on dev
-  de-fine-tuned   the shipped config with trainer.train_steps=80, in-batch + BM25 hard
-                  negatives
+                  train_steps 0 (msmarco-subset.yaml ships it) and BM25's candidates only;
+                  fusion tuned on dev
+  de-fine-tuned   both towers, 80 steps, in-batch + BM25 hard negatives (IN_BATCH)
+  de-frozen-documents  the query tower only, against frozen document vectors over whole
+                  candidate lists, with feedback (FROZEN_DOCUMENTS; what cranfield.yaml ships)
   ce-fine-tuned   the same data with model=bert (the MiniLM cross-encoder) and CE_RECIPE
   de-feedback     zero-shot, BM25's candidates, with pseudo-relevance feedback tuned on dev
                   (trainer.feedback: tuned; rankcore/feedback.py), from BM25's top documents
@@ -67,17 +69,68 @@ CE_RECIPE = [
     "trainer.encoder_learning_rate=3e-5",
     "trainer.batch_size=8",
     "trainer.train_steps=80",
+    "trainer.feedback=none",  # feedback moves a dual encoder's vectors: none here
+    "trainer.dual_encoder.frozen_documents=false",
+    "datagen.sampling.mode=listwise",
+    "datagen.sampling.negatives_per_positive=3",
+    "datagen.sampling.samples_per_query=16",
+]
+# The checkpoint as it is (cranfield.yaml fine-tunes its query tower; msmarco-subset.yaml not).
+ZERO_SHOT = ["trainer.train_steps=0", "trainer.dual_encoder.frozen_documents=false"]
+# Both towers fine-tuned on sampled groups with the in-batch loss and BM25 hard negatives:
+# msmarco-subset.yaml's training settings, and cranfield.yaml's before it froze documents.
+IN_BATCH = [
+    "trainer.train_steps=80",
+    "trainer.dual_encoder.frozen_documents=false",
+    "trainer.dual_encoder.hidden_dropout=null",
+    "trainer.dual_encoder.attention_dropout=null",
+    "trainer.loss=in_batch_softmax",
+    "trainer.batch_size=8",
+    "trainer.learning_rate=2e-5",
+    "trainer.encoder_learning_rate=2e-5",
+    "trainer.warmup_steps=8",
+    "trainer.end_learning_rate_fraction=0.0",
+    "trainer.weight_decay=0.01",
+    "trainer.clip_norm=1.0",
+    "trainer.adam_epsilon=1e-6",
+    "trainer.checkpoint_every=40",
+    "trainer.keep_checkpoints=3",
+    "trainer.validate_every=40",
+    "datagen.sampling.mode=listwise",
+    "datagen.sampling.negatives_per_positive=3",
+    "datagen.sampling.samples_per_query=16",
+]
+# The query tower fine-tuned against frozen document vectors over whole candidate lists:
+# cranfield.yaml's recipe (docs/trainer.md "Frozen documents"), for either collection.
+FROZEN_DOCUMENTS = [
+    "trainer.train_steps=120",
+    "trainer.dual_encoder.frozen_documents=true",
+    "trainer.dual_encoder.hidden_dropout=0.0",
+    "trainer.dual_encoder.attention_dropout=0.0",
+    "trainer.loss=listwise_softmax",
+    "trainer.batch_size=16",
+    "trainer.learning_rate=5e-5",
+    "trainer.encoder_learning_rate=5e-5",
+    "trainer.warmup_steps=0",
+    "trainer.end_learning_rate_fraction=1.0",
+    "trainer.weight_decay=0.0",
+    "trainer.clip_norm=0.0",
+    "trainer.adam_epsilon=1e-7",
+    "trainer.checkpoint_every=120",
+    "trainer.keep_checkpoints=1",
+    "trainer.validate_every=0",
+    "datagen.sampling.mode=lists",
 ]
 SYSTEMS = {
     "knrm": ("knrm", []),
     "de-zero-shot": (
         "dual",
-        ["trainer.train_steps=0", "datagen.hybrid.checkpoint_dir=null", "trainer.feedback=none"],
+        [*ZERO_SHOT, "datagen.hybrid.checkpoint_dir=null", "trainer.feedback=none"],
     ),
     "de-feedback": (
         "dual",
         [
-            "trainer.train_steps=0",
+            *ZERO_SHOT,
             "datagen.hybrid.checkpoint_dir=null",
             "trainer.feedback=tuned",
             "trainer.feedback_from=first_stage",
@@ -86,7 +139,7 @@ SYSTEMS = {
     "de-feedback-fused": (
         "dual",
         [
-            "trainer.train_steps=0",
+            *ZERO_SHOT,
             "datagen.hybrid.checkpoint_dir=null",
             "trainer.feedback=tuned",
             "trainer.feedback_from=fused",
@@ -94,9 +147,18 @@ SYSTEMS = {
     ),
     "de-hybrid": (
         "dual",
-        ["trainer.train_steps=0", "datagen.hybrid.checkpoint_dir=${RANKPIPE_MINILM}"],
+        [*ZERO_SHOT, "datagen.hybrid.checkpoint_dir=${RANKPIPE_MINILM}"],
     ),
-    "de-fine-tuned": ("dual", ["trainer.train_steps=80"]),
+    "de-fine-tuned": ("dual", IN_BATCH),
+    "de-frozen-documents": (
+        "dual",
+        [
+            *FROZEN_DOCUMENTS,
+            "datagen.hybrid.checkpoint_dir=null",
+            "trainer.feedback=tuned",
+            "trainer.feedback_from=first_stage",
+        ],
+    ),
     "ce-fine-tuned": ("dual", CE_RECIPE),
 }
 MEASURES = ("ndcg_cut_10", "map", "mrr_cut_10", "recall_100")
