@@ -8,6 +8,7 @@ from typing import NamedTuple
 import numpy as np
 import tensorflow as tf
 
+from rankcore.embeddings import TextKey  # ("q", qid) or ("d", docid)
 from rankcore.metrics import aggregate, compute_metrics
 from trainer_module import inputs
 
@@ -49,7 +50,6 @@ def score_dev(
 
 
 EmbedFn = Callable[[tf.Tensor], tf.Tensor]  # right-padded ids [B, L] -> vectors [B, H]
-TextKey = tuple[str, str]  # ("q", qid) or ("d", docid), as rankcore/embeddings.py keys them
 
 
 class Candidates(NamedTuple):
