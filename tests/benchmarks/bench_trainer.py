@@ -32,12 +32,18 @@ process holds then, reported as rss_at_start_mb):
      training examples/s (query-document pairs through forward + backward) and model FLOPs
      utilization = analytic training FLOPs/s (3x the forward matmuls, attention included) over
      --peak-tflops (default 989: H100/H200 SXM dense bf16), plus peak device memory.
+  6. cranfield.yaml's query tower over frozen document vectors (needs the extra): each batch's
+     queries cut to its longest (inputs.trim_query_padding) vs padded to the widest train
+     query (static_shapes), same batches and weights, ABBA windows; train queries/s and the
+     losses of the two compared step by step. Data: `rankpipe run cranfield` with one split
+     (folds=0) and one step, as pipeline bench-trainer-lists (or --lists-root).
 Models are sized for 2 CPU cores (MODEL_CONFIGS), not for quality.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 import json
 import os
@@ -58,6 +64,7 @@ import tf_keras as keras  # noqa: E402
 from bench_common import readonly_store, run_cranfield_pipeline  # noqa: E402
 
 from components import artifacts  # noqa: E402
+from pipelines.config import load_config  # noqa: E402
 from rankcore.encoders import hf_checkpoint  # noqa: E402
 from rankcore.metrics import compute_metrics, mean_metrics, rank_documents, read_qrels, read_run  # noqa: E402
 from trainer_module import inputs  # noqa: E402
@@ -69,6 +76,7 @@ from trainer_module.training import Controller  # noqa: E402
 
 PIPELINE = "bench-trainer"
 MINILM_PIPELINE = "bench-trainer-minilm"
+LISTS_PIPELINE = "bench-trainer-lists"
 MAX_Q, MAX_D = 32, 192  # pipelines/configs/cranfield-knrm.yaml datagen lengths
 MEASURES = ["ndcg_cut_10", "map"]
 BIG = 10**9  # total steps / checkpoint / log periods that never trigger in timed windows
@@ -474,6 +482,67 @@ def bucketing(data: Data, name: str, warmup: int, steps: int, repeats: int, tmp:
     return rows
 
 
+# ------------------------------------------- 6. frozen documents: queries cut to the batch
+
+
+def lists_pipeline(args: argparse.Namespace, outputs: Path) -> Path:
+    """cranfield.yaml's examples (whole candidate lists, MiniLM vocabulary, 64/254 tokens) on
+    one train/dev/test split, trained one step."""
+    if args.lists_root:
+        return args.lists_root
+    root = outputs / "pipelines" / LISTS_PIPELINE
+    if (root / "metadata.sqlite").exists():
+        print(f"reusing {root}")
+        return root
+    overrides = ["trainer.train_steps=1", "evaluator.cross_validation.folds=0"]
+    return run_cranfield_pipeline(outputs, LISTS_PIPELINE, overrides, config="cranfield")
+
+
+def trimmed_vs_padded(data: Data, warmup: int, steps: int, repeats: int, tmp: str) -> list:
+    config = load_config("cranfield")
+    shipped = config.trainer
+    lengths = (config.datagen.max_query_length, config.datagen.max_doc_length)
+    timing = dict(train_steps=BIG, checkpoint_every=BIG, validate_every=BIG, log_every=BIG)
+    modes = {
+        "trimmed": dataclasses.replace(shipped, static_shapes=False, **timing),
+        "padded": dataclasses.replace(shipped, static_shapes=True, **timing),
+    }
+    runs = {}
+    for key, cfg in modes.items():
+        task = RankingTask(cfg, len(data.vocab), *lengths, data.vocab)
+        runs[key] = controller(cfg, data, os.path.join(tmp, f"lists-{key}"), task)
+    seconds = {k: 0.0 for k in runs}
+    cpu = {k: 0.0 for k in runs}
+    for c in runs.values():
+        c.train(stop_at=warmup)
+    for r in range(repeats):  # ABBA: machine noise and drift hit both alike
+        for key in ("trimmed", "padded") if r % 2 == 0 else ("padded", "trimmed"):
+            w0, c0 = clock()
+            runs[key].train(stop_at=warmup + (r + 1) * steps)
+            w1, c1 = clock()
+            seconds[key] += w1 - w0
+            cpu[key] += c1 - c0
+    losses = {k: np.array([h[1] for h in c.history]) for k, c in runs.items()}
+    rows = []
+    for key, cfg in modes.items():
+        c = runs[key]  # the same lists again (documents from the process's cache)
+        arrays = c.task.candidate_lists(data.train, c._embed_fns["d"], c.doc_cache)
+        ds = inputs.make_list_dataset(*arrays, cfg, cfg.batch_size)
+        widths = [int(b["query"].shape[1]) for b in ds.skip(warmup).take(steps * repeats)]
+        rows.append(
+            {
+                "queries": key,
+                "queries_per_s": cfg.batch_size * steps * repeats / seconds[key],
+                "queries_per_cpu_s": cfg.batch_size * steps * repeats / cpu[key],
+                "mean_width": float(np.mean(widths)),
+                "max_loss_diff": float(np.abs(losses[key] - losses["padded"]).max()),
+            }
+        )
+    rows[0]["speedup"] = rows[0]["queries_per_s"] / rows[1]["queries_per_s"]
+    rows[0]["cpu_speedup"] = rows[0]["queries_per_cpu_s"] / rows[1]["queries_per_cpu_s"]
+    return rows
+
+
 # ----------------------------------------------------------------------------- 4. quality
 
 
@@ -734,7 +803,8 @@ def main() -> int:
     )
     ap.add_argument("--rerank-depth", type=int, default=100, help="BM25 candidates reranked")
     ap.add_argument("--bert-rerank-depth", type=int, default=30, help="the same, for MiniLM")
-    ap.add_argument("--skip", default="", help="comma list of sections to skip: 1,2,3,4")
+    ap.add_argument("--lists-root", type=Path, help="reuse this cranfield (lists) pipeline run")
+    ap.add_argument("--skip", default="", help="comma list of sections to skip: 1,2,3,4,6")
     ap.add_argument("--json", type=Path, help="also write all results here")
     ap.add_argument("--gpu-batch", type=int, default=64, help="groups per step in section 5")
     ap.add_argument("--gpu-steps", type=int, default=50, help="timed steps in section 5")
@@ -857,6 +927,23 @@ def main() -> int:
         results["gpu_minilm"] = row
     else:
         print("skipped: no GPU on this machine (--gpu-section-on-cpu checks the code path)")
+
+    section("6. frozen documents: queries cut to the batch's longest vs the widest train query")
+    if "6" in skip:
+        print("skipped (--skip)")
+    elif ckpt_dir is None:
+        print("skipped: MiniLM is not installed (make pretrained)")
+    else:
+        lists_data = Data(lists_pipeline(args, outputs))
+        reset_peak_rss()
+        start = rss_mb()
+        rows = trimmed_vs_padded(lists_data, args.warmup, args.loop_steps, args.repeats, tmp)
+        for r in rows:
+            r.update(rss_at_start_mb=start, peak_rss_mb=peak_rss_mb())
+        cols = ["queries", "queries_per_s", "queries_per_cpu_s", "mean_width", "speedup"]
+        cols += ["cpu_speedup", "max_loss_diff", "rss_at_start_mb", "peak_rss_mb"]
+        print(table(rows, cols))
+        results["trimmed_vs_padded"] = rows
 
     total = time.perf_counter() - wall0
     print(

@@ -113,6 +113,12 @@ def test_each_train_query_is_scored_against_its_whole_list(
     batch = next(iter(controller.dataset))
     outputs = task.forward(model, batch, training=False)
     query = model.embed_query(batch["query"]).numpy()
+    # The batch's queries are cut to its longest (inputs.trim_query_padding): the padding cut
+    # is masked, so the vectors equal those of the queries padded to the train split's widest.
+    assert (batch["query"].numpy()[:, -1] != 0).any()
+    assert batch["query"].shape[1] <= queries.shape[1]
+    padded = tf.pad(batch["query"], [[0, 0], [0, 4]])
+    np.testing.assert_allclose(model.embed_query(padded).numpy(), query, atol=1e-6)
     cosine = np.einsum("bh,bnh->bn", query, batch["doc_vectors"].numpy())
     valid = batch["mask"].numpy()
     assert (~valid).any()  # the batch holds a padded list

@@ -99,3 +99,29 @@ def test_batch_parsing_equals_per_record_parsing(examples_dir, static):
             assert g[key].dtype == w[key].dtype
             np.testing.assert_array_equal(g[key].numpy(), w[key].numpy(), err_msg=key)
     assert got[-1]["docs"].shape == ([4, 2, ld] if static else [4, 2, 6])
+
+
+@pytest.mark.parametrize("static", [False, True])
+def test_list_batches_cut_query_padding_to_the_batch(static):
+    # Query rows of 1..6 ids (a 0 inside a row is not padding), padded to the widest (6).
+    lengths = [1, 2, 3, 4, 5, 6, 2, 1]
+    queries = np.zeros([len(lengths), 6], np.int64)
+    for row, n in enumerate(lengths):
+        queries[row, :n] = 7 + row
+    queries[5, 2] = 0
+    vectors = np.ones([len(lengths), 3, 2], np.float32)
+    labels = np.zeros([len(lengths), 3], np.float32)
+    mask = np.ones([len(lengths), 3], bool)
+    cfg = trainer_testdata.small_config(static_shapes=static)
+    ds = inputs.make_list_dataset(queries, vectors, labels, mask, cfg, per_replica_batch=2)
+    by_id = {int(q[0]): q for q in queries}
+    widths = set()
+    for batch in ds.take(12):
+        got = batch["query"].numpy()
+        rows = [by_id[int(q[0])] for q in got]
+        want = 6 if static else max(lengths[int(q[0]) - 7] for q in got)
+        widths.add(got.shape[1])
+        assert got.shape[1] == want
+        np.testing.assert_array_equal(got, np.stack(rows)[:, :want])
+        np.testing.assert_array_equal(np.stack(rows)[:, want:], 0)  # only padding was cut
+    assert widths == {6} if static else len(widths) > 1
