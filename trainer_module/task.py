@@ -162,8 +162,11 @@ class RankingTask:
     def forward(self, model: keras.Model, batch: dict, training: bool) -> dict[str, tf.Tensor]:
         """Model outputs on a training batch, as the configured loss needs them."""
         if self.frozen_documents:  # each query against its whole list of fixed doc vectors
-            query = tf.cast(model.embed_query(batch["query"], training=training), tf.float32)
-            cosine = tf.einsum("bh,bnh->bn", query, batch["doc_vectors"])
+            query = tf.cast(model.own_query(batch["query"], training=training), tf.float32)
+            # The lists hold the vectors the model serves (with a companion encoder's appended,
+            # trainer_module/models/dual_encoder.py); training scores its own tower's.
+            documents = model.own_vectors(batch["doc_vectors"])
+            cosine = tf.einsum("bh,bnh->bn", query, documents)
             padding = tf.constant(-1e9, tf.float32)
             return {"scores": tf.where(batch["mask"], cosine * self.cfg.in_batch_scale, padding)}
         if self.cfg.loss != "in_batch_softmax":

@@ -30,14 +30,19 @@ LOSS_SCALE_GROWTH_INTERVAL = 2000
 # precision policy and a text's token ids alone, so every Trainer of this process that freezes
 # the same checkpoint shares them: LocalDagRunner runs cross-validation's k + 1 Trainers in one
 # process, and each would otherwise embed the same corpus again (about a minute per Trainer on
-# Cranfield on 2 cores). Keyed by (checkpoint_digest, policy); token ids -> float32 vector.
-_FROZEN_DOCUMENT_VECTORS: dict[tuple[str, str], dict[tuple[int, ...], np.ndarray]] = {}
+# Cranfield on 2 cores). Keyed by (checkpoint, companion, weight, policy); token ids -> vector.
+_FROZEN_DOCUMENT_VECTORS: dict[tuple[str, ...], dict[tuple[int, ...], np.ndarray]] = {}
 
 
-def frozen_document_cache(checkpoint_dir: str) -> dict[tuple[int, ...], np.ndarray]:
-    """The process's document vectors of this checkpoint's frozen tower (filled as used)."""
+def frozen_document_cache(
+    checkpoint_dir: str, companion_dir: str | None = None, companion_weight: float = 0.0
+) -> dict[tuple[int, ...], np.ndarray]:
+    """The process's document vectors of this checkpoint's frozen tower (filled as used), with
+    the companion's appended when there is one (dual_encoder.py: those vectors are served)."""
     key = (
         hf_checkpoint.checkpoint_digest(checkpoint_dir),
+        hf_checkpoint.checkpoint_digest(companion_dir) if companion_dir else "",
+        str(companion_weight) if companion_dir else "",
         keras.mixed_precision.global_policy().name,
     )
     return _FROZEN_DOCUMENT_VECTORS.setdefault(key, {})
@@ -165,7 +170,11 @@ class Controller:
         # the training lists and every dev scoring alike (and for this process's other
         # Trainers of the same checkpoint).
         self.doc_cache: dict | None = (
-            frozen_document_cache(self.cfg.dual_encoder.checkpoint_dir)
+            frozen_document_cache(
+                self.cfg.dual_encoder.checkpoint_dir,
+                self.cfg.dual_encoder.companion_checkpoint_dir,
+                self.cfg.dual_encoder.companion_weight,
+            )
             if task.frozen_documents
             else None
         )

@@ -54,8 +54,14 @@ class DenseScorer:
         batch_size: int,
     ):
         self._encoder = SentenceEncoder(checkpoint_dir)
-        self._model = tokenization.wordpiece_model(
-            os.path.join(checkpoint_dir, hf_checkpoint.VOCAB_FILE)
+        # The encoder's WordPiece vocabulary: vocab.txt, or its BERT part for MPNet (after
+        # <s>, <pad>, </s>, <unk>: errors then name the line in vocab.txt).
+        self._model = tokenization.wordpiece_model_of(
+            tokenization.check_vocab(
+                self._encoder.vocab,
+                os.path.join(checkpoint_dir, hf_checkpoint.VOCAB_FILE),
+                first_line=1 + self._encoder.vocab_offset,
+            )
         )
         self._lowercase = lowercase
         self._max_doc_length = max_doc_length

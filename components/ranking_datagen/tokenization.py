@@ -142,20 +142,28 @@ def read_vocab(vocab_file: str) -> list[str]:
     """
     with tf.io.gfile.GFile(vocab_file, "r") as f:
         vocab = [line.rstrip("\r\n") for line in f]
+    return check_vocab(vocab, vocab_file)
+
+
+def check_vocab(vocab: list[str], source: str, first_line: int = 1) -> list[str]:
+    """read_vocab's checks over tokens already read; `source` and `first_line` (the line of
+    vocab[0] in it) name the file and line in errors."""
     if not vocab or vocab[0] != "[PAD]":
         found = vocab[0] if vocab else "end of file"
-        raise ValueError(f"{vocab_file}:1: the first token must be '[PAD]' (found {found!r})")
+        raise ValueError(
+            f"{source}:{first_line}: the first token must be '[PAD]' (found {found!r})"
+        )
     seen: dict[str, int] = {}
-    for number, token in enumerate(vocab, start=1):
+    for number, token in enumerate(vocab, start=first_line):
         if not token.strip():
-            raise ValueError(f"{vocab_file}:{number}: empty token")
+            raise ValueError(f"{source}:{number}: empty token")
         if token in seen:
             raise ValueError(
-                f"{vocab_file}:{number}: duplicate token {token!r} (first at line {seen[token]})"
+                f"{source}:{number}: duplicate token {token!r} (first at line {seen[token]})"
             )
         seen[token] = number
     if "[UNK]" not in seen:
-        raise ValueError(f"{vocab_file}: no '[UNK]' token")
+        raise ValueError(f"{source}: no '[UNK]' token")
     return vocab
 
 
@@ -167,10 +175,14 @@ def wordpiece_model(vocab_file: str) -> np.ndarray:
     """FastWordpieceTokenizer's model (a flatbuffer) for a vocab.txt, compiled once: built from
     `vocab=` inside a traced function, every trace (tf.Transform traces several times) would
     recompile it and turn it into a constant through a Python list of ints, ~2 s a trace."""
+    return wordpiece_model_of(read_vocab(vocab_file))
+
+
+def wordpiece_model_of(vocab: list[str]) -> np.ndarray:
+    """wordpiece_model for tokens already read and checked (an MPNet checkpoint's WordPiece
+    part, rankcore/encoders/hf_checkpoint.py: wordpiece_vocab)."""
     return np.frombuffer(
-        model_builder.build_fast_wordpiece_model(
-            read_vocab(vocab_file), 100, "##", "[UNK]", False, False
-        ),
+        model_builder.build_fast_wordpiece_model(vocab, 100, "##", "[UNK]", False, False),
         dtype=np.uint8,
     )
 

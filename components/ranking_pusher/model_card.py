@@ -149,6 +149,14 @@ def markdown(card: dict[str, Any]) -> str:
             f"- training: {trainer.get('train_steps')} steps, batch size "
             f"{trainer.get('batch_size')}, learning rate {trainer.get('learning_rate')}",
         ]
+        dual = trainer.get("dual_encoder") or {}
+        if trainer.get("model") == "dual_encoder" and dual.get("companion_checkpoint_dir"):
+            w = dual.get("companion_weight")
+            lines.append(
+                f"- companion encoder `{dual['companion_checkpoint_dir']}`, used as it is: every "
+                f"vector is the model's and the companion's concatenated, a score {1 - w:.2f} "
+                f"* the model's cosine + {w:.2f} * the companion's"
+            )
     fusion = card.get("fusion")
     if fusion:
         lines.append(

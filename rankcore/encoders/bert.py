@@ -6,6 +6,14 @@ cross-encoder and the dual encoder) and RankingDataGen's dense retrieval for hyb
 
 Word + position + token-type embeddings, LayerNorm; N x [self-attention, add & LayerNorm, GELU
 FFN, add & LayerNorm]; variables named so `checkpoint_variables` maps every HF tensor to one.
+
+MPNet (Song et al., "MPNet: Masked and Permuted Pre-training for Language Understanding",
+NeurIPS 2020; all-mpnet-base-v2) is the same encoder with three differences, as transformers'
+modeling_mpnet.py runs it: no token-type embeddings; positions counted from the padding id + 1
+(the caller's `positions`, sentence.py); and a relative-position bias added to every layer's
+attention logits, one learned scalar per head and bucket of the key's offset from the query
+(`relative_buckets`), shared by all layers. Its tensors have their own names (`attention.attn.q`
+for `attention.self.query`, ...), mapped in `checkpoint_variables`.
 """
 
 from __future__ import annotations
@@ -149,11 +157,24 @@ class BertEncoder(keras.layers.Layer):
             embeddings_initializer=init,
             name="position_embeddings",
         )
-        self.token_type_embeddings = keras.layers.Embedding(
-            arch.type_vocab_size,
-            arch.hidden_size,
-            embeddings_initializer=init,
-            name="token_type_embeddings",
+        self.token_type_embeddings = (
+            keras.layers.Embedding(
+                arch.type_vocab_size,
+                arch.hidden_size,
+                embeddings_initializer=init,
+                name="token_type_embeddings",
+            )
+            if arch.type_vocab_size
+            else None
+        )
+        self.relative_attention_bias = (
+            self.add_weight(
+                name="relative_attention_bias",
+                shape=[arch.relative_attention_buckets, arch.num_heads],
+                initializer=init,
+            )
+            if arch.relative_attention_buckets
+            else None
         )
         self.embeddings_norm = _layer_norm(arch, "embeddings_layer_norm")
         self.dropout = GeneratorDropout(hidden_dropout, generator)
@@ -177,21 +198,33 @@ class BertEncoder(keras.layers.Layer):
     ) -> tuple[tf.Tensor, tf.Tensor]:
         """Final hidden states [B, L, H] (pad positions hold garbage; never read) and the
         [CLS] vector [B, H], through the checkpoint's pooler when there is one."""
-        x = (
-            self.word_embeddings(tokens)
-            + self.position_embeddings(positions)
-            + self.token_type_embeddings(token_types)
-        )
+        x = self.word_embeddings(tokens) + self.position_embeddings(positions)
+        if self.token_type_embeddings is not None:
+            x += self.token_type_embeddings(token_types)
         x = self.dropout(self.embeddings_norm(x), training=training)
         key_bias = tf.where(mask, 0.0, _MASKED)[:, None, None, :]
+        if self.relative_attention_bias is not None:
+            # [1, heads, L, L] + [B, 1, 1, L]: each layer adds it to its logits.
+            key_bias = key_bias + self._relative_bias(tf.shape(tokens)[1])
         for layer in self.layers_:
             x = layer(x, key_bias, training=training)
         # Applied here, not by the caller, so its variables are named under encoder/.
         cls = x[:, 0] if self.pooler is None else self.pooler(x[:, 0])
         return x, cls
 
+    def _relative_bias(self, length: tf.Tensor) -> tf.Tensor:
+        """MPNet's bias [1, heads, L, L]: query i, key j -> the bias of j - i's bucket."""
+        offsets = tf.range(length)[None, :] - tf.range(length)[:, None]
+        buckets = relative_buckets(
+            offsets, self.arch.relative_attention_buckets, self.arch.relative_max_distance
+        )
+        bias = tf.gather(self.relative_attention_bias, buckets)  # [L, L, heads]
+        return tf.transpose(bias, [2, 0, 1])[None]
+
     def checkpoint_variables(self) -> dict[str, tuple[tf.Variable, bool]]:
         """HF tensor name -> (variable, whether the HF tensor is a transposed Linear weight)."""
+        if self.arch.model_type == "mpnet":
+            return self._mpnet_variables()
         out: dict[str, tuple[tf.Variable, bool]] = {
             "embeddings.word_embeddings.weight": (self.word_embeddings.embeddings, False),
             "embeddings.position_embeddings.weight": (self.position_embeddings.embeddings, False),
@@ -218,6 +251,50 @@ class BertEncoder(keras.layers.Layer):
         if self.pooler is not None:
             out.update(_dense_variables(POOLER, self.pooler))
         return out
+
+    def _mpnet_variables(self) -> dict[str, tuple[tf.Variable, bool]]:
+        """transformers' MPNetModel names for the same variables."""
+        out: dict[str, tuple[tf.Variable, bool]] = {
+            "embeddings.word_embeddings.weight": (self.word_embeddings.embeddings, False),
+            "embeddings.position_embeddings.weight": (self.position_embeddings.embeddings, False),
+            "encoder.relative_attention_bias.weight": (self.relative_attention_bias, False),
+        }
+        out.update(_norm_variables("embeddings.LayerNorm", self.embeddings_norm))
+        for i, layer in enumerate(self.layers_):
+            prefix = f"encoder.layer.{i}"
+            att = layer.attention
+            for hf, dense in (
+                (f"{prefix}.attention.attn.q", att.query),
+                (f"{prefix}.attention.attn.k", att.key),
+                (f"{prefix}.attention.attn.v", att.value),
+                (f"{prefix}.attention.attn.o", att.output_dense),
+                (f"{prefix}.intermediate.dense", layer.intermediate),
+                (f"{prefix}.output.dense", layer.output_dense),
+            ):
+                out.update(_dense_variables(hf, dense))
+            out.update(_norm_variables(f"{prefix}.attention.LayerNorm", att.output_norm))
+            out.update(_norm_variables(f"{prefix}.output.LayerNorm", layer.output_norm))
+        if self.pooler is not None:
+            out.update(_dense_variables(POOLER, self.pooler))
+        return out
+
+
+def relative_buckets(offsets: tf.Tensor, buckets: int, max_distance: int) -> tf.Tensor:
+    """Key offset from the query (int32, key - query) -> bucket id, as MPNet buckets it (T5's
+    bidirectional scheme): half the buckets per direction, the nearer half of those one per
+    distance, the rest spaced logarithmically up to `max_distance`, beyond it the last.
+    Written by hand: a few lines, and no library we use has it as a TF op."""
+    half = buckets // 2
+    exact = half // 2
+    n = -offsets  # query - key: keys before the query are positive
+    bucket = tf.cast(n < 0, tf.int32) * half
+    n = tf.abs(n)
+    # log(0) never reaches the result (n < exact takes the exact bucket); 1 keeps it finite.
+    scaled = tf.math.log(tf.cast(tf.maximum(n, 1), tf.float32) / exact) / math.log(
+        max_distance / exact
+    )
+    far = tf.minimum(exact + tf.cast(scaled * (half - exact), tf.int32), half - 1)
+    return bucket + tf.where(n < exact, n, far)
 
 
 def _dense_variables(name: str, dense: keras.layers.Dense) -> dict[str, tuple[tf.Variable, bool]]:

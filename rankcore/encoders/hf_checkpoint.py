@@ -4,6 +4,12 @@ Layout: `config.json` (BertConfig), `vocab.txt` (one WordPiece token per line, i
 and `model.safetensors`: an 8-byte little-endian header length N, an N-byte JSON header
 {name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {...}} and the raw
 little-endian tensor bytes, offsets relative to the end of the header.
+
+MPNet checkpoints (`"model_type": "mpnet"`, e.g. all-mpnet-base-v2) are read too: the same
+post-LayerNorm encoder with no token types, RoBERTa's positions and a relative-position bias
+(rankcore/encoders/bert.py). Their vocab.txt is BERT's WordPiece vocabulary behind `<s>`,
+`<pad>`, `</s>`, `<unk>` (and `<mask>` after it): `wordpiece_vocab` gives the part WordPiece
+ids index, `id_offset` where it starts. They run as sentence encoders only (sentence.py).
 """
 
 from __future__ import annotations
@@ -35,8 +41,8 @@ _DTYPES = {
     "U8": np.dtype("u1"),
     "BOOL": np.dtype("?"),
 }
-# Key prefixes of task models wrapping a BertModel (BertForSequenceClassification, ...).
-_MODEL_PREFIXES = ("bert.",)
+# Key prefixes of task models wrapping a BertModel or MPNetModel (...ForSequenceClassification).
+_MODEL_PREFIXES = ("bert.", "mpnet.")
 # Old TF-converted checkpoints name LayerNorm parameters gamma/beta.
 _LEGACY_SUFFIXES = {"LayerNorm.gamma": "LayerNorm.weight", "LayerNorm.beta": "LayerNorm.bias"}
 
@@ -98,14 +104,25 @@ class BertArchitecture:
     hidden_dropout: float
     attention_dropout: float
     max_position: int
-    type_vocab_size: int
+    type_vocab_size: int  # 0: no token-type embeddings (MPNet)
     layer_norm_eps: float
+    model_type: str = "bert"
+    # MPNet's relative-position bias: buckets per direction pair (0: none, BERT) and the
+    # distance past which every bucket is the last (T5's bucketing, transformers'
+    # MPNetEncoder.relative_position_bucket).
+    relative_attention_buckets: int = 0
+    relative_max_distance: int = 128
+    # Position id of the first token: 0 for BERT; padding id + 1 for MPNet (RoBERTa's
+    # create_position_ids_from_input_ids counts real tokens from the padding id).
+    first_position: int = 0
 
     @classmethod
     def from_hf_config(cls, config: dict[str, Any], source: str) -> BertArchitecture:
         kind = config.get("position_embedding_type", "absolute")
         if kind != "absolute":
             raise ValueError(f"{source}: position_embedding_type {kind!r} is not supported")
+        if config.get("model_type") == "mpnet":
+            return cls._mpnet(config, source)
         try:
             arch = cls(
                 vocab_size=int(config["vocab_size"]),
@@ -131,13 +148,73 @@ class BertArchitecture:
             raise ValueError(f"{source}: type_vocab_size must be >= 2 for query/document pairs")
         return arch
 
+    @classmethod
+    def _mpnet(cls, config: dict[str, Any], source: str) -> BertArchitecture:
+        try:
+            arch = cls(
+                vocab_size=int(config["vocab_size"]),
+                hidden_size=int(config["hidden_size"]),
+                num_layers=int(config["num_hidden_layers"]),
+                num_heads=int(config["num_attention_heads"]),
+                intermediate_size=int(config["intermediate_size"]),
+                hidden_act=str(config.get("hidden_act", "gelu")),
+                hidden_dropout=float(config.get("hidden_dropout_prob", 0.1)),
+                attention_dropout=float(config.get("attention_probs_dropout_prob", 0.1)),
+                max_position=int(config.get("max_position_embeddings", 514)),
+                type_vocab_size=0,
+                layer_norm_eps=float(config.get("layer_norm_eps", 1e-5)),
+                model_type="mpnet",
+                relative_attention_buckets=int(config.get("relative_attention_num_buckets", 32)),
+                first_position=int(config.get("pad_token_id", 1)) + 1,
+            )
+        except KeyError as e:
+            raise ValueError(f"{source}: missing key {e.args[0]!r}") from None
+        if arch.hidden_size % arch.num_heads:
+            raise ValueError(
+                f"{source}: hidden_size {arch.hidden_size} is not divisible by "
+                f"num_attention_heads {arch.num_heads}"
+            )
+        if arch.relative_attention_buckets < 4 or arch.relative_attention_buckets % 4:
+            raise ValueError(
+                f"{source}: relative_attention_num_buckets must be a positive multiple of 4 "
+                f"(found {arch.relative_attention_buckets})"
+            )
+        return arch
+
+    @property
+    def positions_used(self) -> int:
+        """Position embeddings a sequence can use (MPNet's first ones are below its first id)."""
+        return self.max_position - self.first_position
+
+
+# MPNet's special tokens, ahead of (and, <mask>, after) BERT's WordPiece vocabulary.
+MPNET_SPECIALS = ("<s>", "<pad>", "</s>", "<unk>", "<mask>")
+
 
 @dataclass
 class BertCheckpoint:
     directory: str
     arch: BertArchitecture
     vocab: list[str]
-    tensors: dict[str, np.ndarray]  # names without a task-model prefix ("bert.")
+    tensors: dict[str, np.ndarray]  # names without a task-model prefix ("bert.", "mpnet.")
+
+    @property
+    def id_offset(self) -> int:
+        """Where the WordPiece vocabulary starts in vocab.txt: 0 for BERT; for MPNet the id of
+        [PAD], after its four special tokens."""
+        if self.arch.model_type != "mpnet":
+            return 0
+        if "[PAD]" not in self.vocab:
+            raise ValueError(f"mpnet checkpoint {self.directory}: vocab.txt has no [PAD]")
+        return self.vocab.index("[PAD]")
+
+    @property
+    def wordpiece_vocab(self) -> list[str]:
+        """The tokens WordPiece ids index ([PAD] = 0): vocab.txt without MPNet's specials."""
+        vocab = self.vocab[self.id_offset :]
+        while vocab and vocab[-1] in MPNET_SPECIALS:
+            vocab = vocab[:-1]
+        return vocab
 
 
 CHECKPOINT_FILES = ("config.json", "model.safetensors", "vocab.txt")
@@ -262,6 +339,11 @@ def open_checkpoint(
     the data: the TransformGraph's vocabulary is its vocab.txt, the longest framed input fits
     its position embeddings, and it has [CLS] / [SEP]. Returns (checkpoint, cls_id, sep_id)."""
     checkpoint = read_checkpoint(directory)
+    if checkpoint.arch.model_type == "mpnet":
+        raise ValueError(
+            f"trainer config: {model}: {directory} is an MPNet checkpoint; MPNet runs as a "
+            "sentence encoder only (datagen.hybrid.checkpoint_dir), not as the Trainer's model"
+        )
     check_vocab(directory, checkpoint.vocab, vocab_size, vocab)
     if longest_input > checkpoint.arch.max_position:
         raise ValueError(

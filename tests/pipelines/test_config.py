@@ -48,6 +48,11 @@ def fake_minilm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for name in ("model.safetensors", "vocab.txt", "config.json"):
         (ckpt / name).write_text("")
     monkeypatch.setenv("RANKPIPE_MINILM", str(ckpt))
+    mpnet = tmp_path / "mpnet"  # and all-mpnet-base-v2's (cranfield.yaml's companion)
+    mpnet.mkdir()
+    for name in ("model.safetensors", "vocab.txt", "config.json"):
+        (mpnet / name).write_text("")
+    monkeypatch.setenv("RANKPIPE_MPNET", str(mpnet))
     return ckpt
 
 

@@ -210,3 +210,137 @@ def reference_scores(
         cls = np.tanh(_linear(cls, pooler, "pooler.dense"))
         scores.append(float(cls @ head["score.kernel"][:, 0] + head["score.bias"][0]))
     return np.asarray(scores)
+
+
+# --------------------------------------------------------------------- MPNet (all-mpnet-base-v2)
+
+TINY_MPNET_CONFIG = {
+    "architectures": ["MPNetForMaskedLM"],
+    "model_type": "mpnet",
+    "hidden_size": 32,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "intermediate_size": 64,
+    "hidden_act": "gelu",
+    "hidden_dropout_prob": 0.1,
+    "attention_probs_dropout_prob": 0.1,
+    "max_position_embeddings": 40,
+    "layer_norm_eps": 1e-5,
+    "relative_attention_num_buckets": 32,
+    "pad_token_id": 1,
+    "bos_token_id": 0,
+    "eos_token_id": 2,
+}
+
+
+def write_mpnet_checkpoint(
+    directory: str, wordpieces: list[str], config: dict = TINY_MPNET_CONFIG, seed: int = 0
+) -> dict[str, np.ndarray]:
+    """An MPNet checkpoint laid out as all-mpnet-base-v2's: vocab.txt is `<s> <pad> </s> <unk>`,
+    the WordPiece vocabulary, `<mask>`; tensors under transformers' MPNetModel names (with the
+    int64 position_ids buffer and a pooler, both unread). Returns the float tensors."""
+    os.makedirs(directory, exist_ok=True)
+    vocab = ["<s>", "<pad>", "</s>", "<unk>", *wordpieces, "<mask>"]
+    rng = np.random.default_rng(seed)
+    h, inter = config["hidden_size"], config["intermediate_size"]
+
+    def w(*shape: int, scale: float = 0.2) -> np.ndarray:
+        return rng.normal(0.0, scale, size=shape).astype(np.float32)
+
+    t = {
+        "embeddings.word_embeddings.weight": w(len(vocab), h, scale=0.5),
+        "embeddings.position_embeddings.weight": w(config["max_position_embeddings"], h),
+        "embeddings.LayerNorm.weight": 1.0 + w(h, scale=0.1),
+        "embeddings.LayerNorm.bias": w(h, scale=0.1),
+        # Large enough that a wrong bucket moves the output well past the tolerance.
+        "encoder.relative_attention_bias.weight": w(
+            config["relative_attention_num_buckets"], config["num_attention_heads"], scale=1.0
+        ),
+        "pooler.dense.weight": w(h, h),
+        "pooler.dense.bias": w(h, scale=0.1),
+    }
+    for i in range(config["num_hidden_layers"]):
+        p = f"encoder.layer.{i}"
+        for name in "qkvo":
+            t[f"{p}.attention.attn.{name}.weight"] = w(h, h)
+            t[f"{p}.attention.attn.{name}.bias"] = w(h, scale=0.1)
+        t[f"{p}.attention.LayerNorm.weight"] = 1.0 + w(h, scale=0.1)
+        t[f"{p}.attention.LayerNorm.bias"] = w(h, scale=0.1)
+        t[f"{p}.intermediate.dense.weight"] = w(inter, h)
+        t[f"{p}.intermediate.dense.bias"] = w(inter, scale=0.1)
+        t[f"{p}.output.dense.weight"] = w(h, inter)
+        t[f"{p}.output.dense.bias"] = w(h, scale=0.1)
+        t[f"{p}.output.LayerNorm.weight"] = 1.0 + w(h, scale=0.1)
+        t[f"{p}.output.LayerNorm.bias"] = w(h, scale=0.1)
+    with open(os.path.join(directory, "config.json"), "w") as f:
+        json.dump({**config, "vocab_size": len(vocab)}, f)
+    with open(os.path.join(directory, "vocab.txt"), "w") as f:
+        f.write("\n".join(vocab) + "\n")
+    stored = dict(t)
+    stored["embeddings.position_ids"] = np.arange(config["max_position_embeddings"])[None, :]
+    write_safetensors(
+        os.path.join(directory, "model.safetensors"), stored, {"embeddings.position_ids": "I64"}
+    )
+    return t
+
+
+def mpnet_bucket(offset: int, buckets: int = 32, max_distance: int = 128) -> int:
+    """transformers' MPNetEncoder.relative_position_bucket for one key - query offset."""
+    half = buckets // 2
+    exact = half // 2
+    n = -offset
+    bucket = half if n < 0 else 0
+    n = abs(n)
+    if n < exact:
+        return bucket + n
+    far = exact + int(math.log(n / exact) / math.log(max_distance / exact) * (half - exact))
+    return bucket + min(far, half - 1)
+
+
+def reference_mpnet_embedding(
+    t: dict[str, np.ndarray], config: dict, vocab_ids: list[int]
+) -> np.ndarray:
+    """sentence-transformers' all-mpnet-base-v2 vector of ONE unpadded text given as vocab.txt
+    ids: `<s> ids </s>`, positions from pad_token_id + 1, the relative bias in every layer, the
+    mean of every position's last hidden state, L2-normalised; float64."""
+    t = {k: v.astype(np.float64) for k, v in t.items()}
+    eps, heads = config["layer_norm_eps"], config["num_attention_heads"]
+    tokens = [config["bos_token_id"], *vocab_ids, config["eos_token_id"]]
+    n = len(tokens)
+    positions = np.arange(n) + config["pad_token_id"] + 1
+    x = t["embeddings.word_embeddings.weight"][tokens]
+    x = x + t["embeddings.position_embeddings.weight"][positions]
+    x = _layer_norm(x, t["embeddings.LayerNorm.weight"], t["embeddings.LayerNorm.bias"], eps)
+    table = t["encoder.relative_attention_bias.weight"]
+    bias = np.array(
+        [
+            [table[mpnet_bucket(k - q, config["relative_attention_num_buckets"])] for k in range(n)]
+            for q in range(n)
+        ]
+    ).transpose(2, 0, 1)  # [heads, query, key]
+    dh = x.shape[1] // heads
+    for i in range(config["num_hidden_layers"]):
+        p = f"encoder.layer.{i}"
+
+        def split(y: np.ndarray) -> np.ndarray:
+            return y.reshape(n, heads, dh).transpose(1, 0, 2)
+
+        q = split(_linear(x, t, f"{p}.attention.attn.q"))
+        k = split(_linear(x, t, f"{p}.attention.attn.k"))
+        v = split(_linear(x, t, f"{p}.attention.attn.v"))
+        logits = q @ k.transpose(0, 2, 1) / math.sqrt(dh) + bias
+        probs = np.exp(logits - logits.max(-1, keepdims=True))
+        probs /= probs.sum(-1, keepdims=True)
+        ctx = (probs @ v).transpose(1, 0, 2).reshape(n, heads * dh)
+        x = _layer_norm(
+            x + _linear(ctx, t, f"{p}.attention.attn.o"),
+            t[f"{p}.attention.LayerNorm.weight"],
+            t[f"{p}.attention.LayerNorm.bias"],
+            eps,
+        )
+        ffn = _linear(_gelu(_linear(x, t, f"{p}.intermediate.dense")), t, f"{p}.output.dense")
+        x = _layer_norm(
+            x + ffn, t[f"{p}.output.LayerNorm.weight"], t[f"{p}.output.LayerNorm.bias"], eps
+        )
+    pooled = x.mean(axis=0)
+    return pooled / np.linalg.norm(pooled)

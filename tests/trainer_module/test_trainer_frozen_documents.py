@@ -224,3 +224,114 @@ def test_frozen_documents_refuse_sampled_groups_and_other_settings(
         _config(bert_checkpoint, loss="in_batch_softmax")
     with pytest.raises(ValueError, match="frozen_documents trains the query encoder"):
         _config(bert_checkpoint, train_steps=0)
+
+
+# ------------------------------------------------------------------------------------------
+# A companion encoder (dual_encoder.companion_checkpoint_dir): an MPNet checkpoint run as it is
+# beside the model, its vectors appended to every vector the model serves.
+# ------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def mpnet_companion(bert_checkpoint, tmp_path_factory):
+    """A tiny MPNet checkpoint whose WordPiece vocabulary is the model's vocab.txt."""
+    vocab = hf_checkpoint.read_vocab_file(bert_checkpoint)
+    directory = str(tmp_path_factory.mktemp("mpnet"))
+    tensors = bert_testdata.write_mpnet_checkpoint(directory, vocab, seed=7)
+    return directory, tensors
+
+
+@pytest.fixture(scope="module")
+def with_companion(
+    frozen, mpnet_companion, bert_checkpoint, lists_examples_dir, transform_graph, tmp_path_factory
+):
+    """The `frozen` recipe again, with the MPNet companion at weight 0.3."""
+    directory, _ = mpnet_companion
+    cfg = _config(bert_checkpoint)
+    cfg.dual_encoder.companion_checkpoint_dir = directory
+    cfg.dual_encoder.companion_weight = 0.3
+    work = str(tmp_path_factory.mktemp("companion"))
+    controller = trainer_testdata.make_controller(cfg, lists_examples_dir, transform_graph, work)
+    controller.train()
+    return controller
+
+
+def test_a_companion_leaves_training_as_it_was(frozen, with_companion):
+    """Training scores the model's own tower against the checkpoint's document vectors: the
+    losses and the trained query tower are those of the same recipe without a companion, and
+    the companion is frozen (not trainable, the checkpoint to the bit)."""
+    plain, _ = frozen
+    np.testing.assert_allclose(
+        [h[1] for h in with_companion.history], [h[1] for h in plain.history], rtol=1e-4
+    )
+    trained = plain.model.checkpoint_variables()
+    for name, (variable, _) in with_companion.model.checkpoint_variables().items():
+        np.testing.assert_allclose(variable.numpy(), trained[name][0].numpy(), atol=1e-4)
+    names = [v.name for v in with_companion.model.trainable_variables]
+    assert names and all(n.startswith("dual_encoder/encoder/") for n in names)
+
+
+def test_served_vectors_append_the_companions_and_export_keeps_them(
+    frozen, with_companion, mpnet_companion, bert_checkpoint, transform_graph, tmp_path
+):
+    """Every served vector is [sqrt(0.7) own, sqrt(0.3) MPNet's] (transformers' MPNet forward
+    in numpy, on the ids + 4 of its vocab.txt); the SavedModel embeds the same and its pair
+    score is 0.7 * the own cosine + 0.3 * the companion's."""
+    _, mpnet_tensors = mpnet_companion
+    model = with_companion.model
+    out = str(tmp_path / "serving")
+    export_serving_model(
+        model, transform_graph, trainer_testdata.MAX_Q, trainer_testdata.MAX_D, out
+    )
+    loaded = tf.saved_model.load(out)
+    tensors, config = _checkpoint(bert_checkpoint)
+    texts = trainer_testdata.tokenize(transform_graph, ["w01 w02 w03", "w04 w05"])
+    width = max(len(t) for t in texts)
+    ids = tf.constant([t + [0] * (width - len(t)) for t in texts], tf.int64)
+    docs = loaded.signatures[EMBED_DOC_SIGNATURE](ids=ids)[EMBEDDING_OUTPUT].numpy()
+    queries = loaded.signatures[EMBED_QUERY_SIGNATURE](ids=ids)[EMBEDDING_OUTPUT].numpy()
+    own_queries = model.own_query(ids).numpy()
+    assert docs.shape == queries.shape == (2, 64)
+    for i, t in enumerate(texts):
+        own_doc = bert_testdata.reference_embedding(tensors, config, t, model.cls_id, model.sep_id)
+        other = bert_testdata.reference_mpnet_embedding(
+            mpnet_tensors, bert_testdata.TINY_MPNET_CONFIG, [i + 4 for i in t]
+        )
+        np.testing.assert_allclose(
+            docs[i], np.concatenate([np.sqrt(0.7) * own_doc, np.sqrt(0.3) * other]), atol=1e-5
+        )
+        np.testing.assert_allclose(
+            queries[i],
+            np.concatenate([np.sqrt(0.7) * own_queries[i], np.sqrt(0.3) * other]),
+            atol=1e-5,
+        )
+    np.testing.assert_allclose(np.linalg.norm(queries, axis=1), 1.0, atol=1e-5)
+    score = loaded.signatures["serving_default"](
+        query=tf.constant(["w01 w02 w03"]), document=tf.constant(["w04 w05"])
+    )["score"].numpy()
+    np.testing.assert_allclose(score, [queries[0] @ docs[1]], atol=1e-5)
+    # The model's own part of a served vector is its own tower's vector again.
+    own = model.own_vectors(tf.constant(queries)).numpy()
+    np.testing.assert_allclose(own, own_queries, atol=1e-5)
+
+
+def test_a_companion_must_read_the_models_ids(bert_checkpoint, tmp_path):
+    """A companion whose WordPiece vocabulary is not the model's is refused, naming the id, the
+    tokens and the companion's vocab.txt line; without frozen documents it is a config error."""
+    from trainer_module.models.dual_encoder import open_companion
+
+    vocab = hf_checkpoint.read_vocab_file(bert_checkpoint)
+    other = list(vocab)
+    other[7] = "changed"
+    bert_testdata.write_mpnet_checkpoint(str(tmp_path / "mpnet"), other)
+    model = hf_checkpoint.read_checkpoint(bert_checkpoint)
+    with pytest.raises(ValueError, match=r"differ at WordPiece id 7 \(.*'changed'; line 12 of"):
+        open_companion(str(tmp_path / "mpnet"), model, 10)
+    with pytest.raises(ValueError, match=r"exceeds the companion's 38 positions"):
+        bert_testdata.write_mpnet_checkpoint(str(tmp_path / "ok"), vocab)
+        open_companion(str(tmp_path / "ok"), model, 40)
+    with pytest.raises(ValueError, match="needs dual_encoder.frozen_documents: true"):
+        _config(
+            bert_checkpoint,
+            dual_encoder={"checkpoint_dir": bert_checkpoint, "companion_checkpoint_dir": "x"},
+        )

@@ -18,11 +18,25 @@ query encoder of a dense retriever against a fixed document index). The document
 never change, so the Trainer embeds each document once and trains on every candidate of a
 query at once (RankingTask, trainer_module/inputs.py: make_list_dataset).
 
+With `companion_checkpoint_dir` a second sentence encoder (all-mpnet-base-v2) runs beside the
+model as it is, frozen, under `dual_encoder/companion_encoder/...`: the vectors the model
+serves (`embed_query` / `embed_doc`: validation, export, evaluation) are
+[sqrt(1 - w) * own, sqrt(w) * companion], unit norm, so a cosine is the weighted mean of the two
+cosines and feedback, fusion and the evaluator take the wider vectors as they are. Training
+(`own_query`, and `own_vectors` of the frozen document vectors) scores with the model's own
+tower alone: the recipe measured on dev trained the query tower alone and appended the companion
+after (docs/trainer.md "Companion encoder"). Concatenating two encoders' embeddings is the
+simplest dense-retriever ensemble; here it fuses two dense scores without a second fusion
+weight to tune.
+
 Variables: the (query) encoder lives under `dual_encoder/encoder/...` (the "encoder" group of
 `encoder_patterns`, trained at `encoder_learning_rate`); there are no other trainable variables.
 """
 
 from __future__ import annotations
+
+import math
+from collections.abc import Callable
 
 import tensorflow as tf
 import tf_keras as keras
@@ -30,7 +44,7 @@ import tf_keras as keras
 from rankcore.encoders import hf_checkpoint
 from rankcore.encoders.bert import BertEncoder
 from rankcore.encoders.hf_checkpoint import BertArchitecture
-from rankcore.encoders.sentence import frame_single, mean_pool
+from rankcore.encoders.sentence import frame_single, framer, mean_pool
 from trainer_module.config import DualEncoderConfig
 
 
@@ -44,6 +58,7 @@ class DualEncoder(keras.Model):
         cls_id: int,
         sep_id: int,
         seed: int,
+        companion: hf_checkpoint.BertCheckpoint | None = None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -61,22 +76,59 @@ class DualEncoder(keras.Model):
                 arch, 0.0, 0.0, self.rng, False, name="document_encoder"
             )
             self.document_encoder.trainable = False
+        self.companion_encoder = None
+        self._companion_frame: Callable | None = None
+        self.companion_weight = cfg.companion_weight
+        if companion is not None:
+            self.companion_encoder = BertEncoder(
+                companion.arch, 0.0, 0.0, self.rng, False, name="companion_encoder"
+            )
+            self.companion_encoder.trainable = False
+            self._companion_frame = framer(companion, "dual_encoder.companion_checkpoint_dir")
 
     def _embed(self, encoder: BertEncoder, ids: tf.Tensor, training: bool) -> tf.Tensor:
         tokens, types, positions, mask = frame_single(ids, self.cls_id, self.sep_id)
         hidden, _ = encoder(tokens, types, positions, mask, training=training)
         return mean_pool(hidden, mask)
 
-    def embed_query(self, ids: tf.Tensor, training: bool = False) -> tf.Tensor:
-        """Right-padded query ids [B, L] -> L2-normalised mean-pooled embeddings [B, H]."""
+    def _with_companion(self, own: tf.Tensor, ids: tf.Tensor) -> tf.Tensor:
+        """[sqrt(1 - w) own, sqrt(w) companion]; `own` without a companion."""
+        if self.companion_encoder is None:
+            return own
+        tokens, types, positions, mask = self._companion_frame(ids)
+        hidden, _ = self.companion_encoder(tokens, types, positions, mask, training=False)
+        other = mean_pool(hidden, mask)
+        w = self.companion_weight
+        return tf.concat(
+            [math.sqrt(1.0 - w) * tf.cast(own, tf.float32), math.sqrt(w) * other], axis=-1
+        )
+
+    def own_vectors(self, vectors: tf.Tensor) -> tf.Tensor:
+        """Served vectors [..., H (+ H')] -> the model's own tower's part (what training
+        scores with): the vectors themselves without a companion."""
+        if self.companion_encoder is None:
+            return vectors
+        own = vectors[..., : self.arch.hidden_size]
+        return own / math.sqrt(1.0 - self.companion_weight)
+
+    def own_query(self, ids: tf.Tensor, training: bool = False) -> tf.Tensor:
+        """The model's own query tower [B, H]: what training scores (no companion)."""
         return self._embed(self.encoder, ids, training)
+
+    def embed_query(self, ids: tf.Tensor, training: bool = False) -> tf.Tensor:
+        """Right-padded query ids [B, L] -> L2-normalised mean-pooled embeddings [B, H] (with a
+        companion: [B, H + H'], see the module docstring)."""
+        return self._with_companion(self.own_query(ids, training), ids)
 
     def embed_doc(self, ids: tf.Tensor, training: bool = False) -> tf.Tensor:
         """Right-padded document ids [B, L] -> L2-normalised mean-pooled embeddings [B, H]
-        (the frozen document tower's with frozen_documents: never in training mode)."""
+        (the frozen document tower's with frozen_documents: never in training mode; with a
+        companion: [B, H + H'])."""
         if self.document_encoder is not None:
-            return self._embed(self.document_encoder, ids, False)
-        return self._embed(self.encoder, ids, training)
+            own = self._embed(self.document_encoder, ids, False)
+        else:
+            own = self._embed(self.encoder, ids, training)
+        return self._with_companion(own, ids)
 
     def call(self, inputs: tuple[tf.Tensor, tf.Tensor], training: bool = False) -> tf.Tensor:
         query, doc = inputs
@@ -110,10 +162,51 @@ def build_dual_encoder(
         vocab,
         max(max_query_length, max_doc_length) + 2,
     )
-    model = DualEncoder(checkpoint.arch, cfg, cls_id, sep_id, seed, name="dual_encoder")
+    companion = None
+    if cfg.companion_checkpoint_dir:
+        companion = open_companion(
+            cfg.companion_checkpoint_dir,
+            checkpoint,
+            max(max_query_length, max_doc_length) + 2,
+        )
+    model = DualEncoder(checkpoint.arch, cfg, cls_id, sep_id, seed, companion, name="dual_encoder")
     dummy = tf.ones([1, 2], tf.int64)
     model((dummy, dummy), training=False)  # create the variables, then overwrite them
     hf_checkpoint.load_into(model.checkpoint_variables(), checkpoint)
     if model.document_encoder is not None:  # the frozen tower starts as the checkpoint too
         hf_checkpoint.load_into(model.document_encoder.checkpoint_variables(), checkpoint)
+    if companion is not None:
+        hf_checkpoint.load_into(model.companion_encoder.checkpoint_variables(), companion)
     return model
+
+
+def open_companion(
+    directory: str, checkpoint: hf_checkpoint.BertCheckpoint, longest_input: int
+) -> hf_checkpoint.BertCheckpoint:
+    """Reads the companion checkpoint and checks it reads the model's ids: its WordPiece
+    vocabulary is the model's vocab.txt token for token, and the longest framed input fits its
+    positions."""
+    key = "trainer config: dual_encoder.companion_checkpoint_dir"
+    companion = hf_checkpoint.read_checkpoint(directory)
+    theirs, ours = companion.wordpiece_vocab, checkpoint.vocab
+    if theirs != ours:
+        at = next(
+            (i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b), min(len(ours), len(theirs))
+        )
+        found = (
+            f"{ours[at]!r} vs {theirs[at]!r}"
+            if at < min(len(ours), len(theirs))
+            else f"{len(ours)} vs {len(theirs)} tokens"
+        )
+        raise ValueError(
+            f"{key}: {directory}/{hf_checkpoint.VOCAB_FILE} is not the vocabulary of "
+            f"{checkpoint.directory}/{hf_checkpoint.VOCAB_FILE}: they differ at WordPiece id "
+            f"{at} ({found}; line {at + 1 + companion.id_offset} of the companion's); the "
+            "companion reads the model's token ids"
+        )
+    if longest_input > companion.arch.positions_used:
+        raise ValueError(
+            f"{key}: the longest input ({longest_input} tokens with its two specials) exceeds "
+            f"the companion's {companion.arch.positions_used} positions"
+        )
+    return companion

@@ -29,6 +29,38 @@ def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> str:
     return directory
 
 
+@pytest.fixture(scope="module")
+def mpnet_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, list[str], dict]:
+    """A tiny random MPNet checkpoint (all-mpnet-base-v2's vocab.txt layout: <s> <pad> </s>
+    <unk>, the WordPiece vocabulary, <mask>) with every word of the Tiny collection."""
+    tiny = Tiny.make()
+    texts = [*tiny.docs.values(), *tiny.queries.values()]
+    words = sorted({w for t in texts for w in re.findall(r"\w+|[^\w\s]", t.lower())})
+    directory = str(tmp_path_factory.mktemp("mpnet"))
+    wordpieces = RESERVED_TOKENS + words
+    tensors = bert_testdata.write_mpnet_checkpoint(directory, wordpieces)
+    return directory, wordpieces, tensors
+
+
+def test_an_mpnet_checkpoint_scores_as_transformers_would(mpnet_checkpoint) -> None:
+    """Hybrid candidates from an MPNet encoder: texts are tokenized with the WordPiece part of
+    its vocab.txt, and each dense score is the cosine of transformers' MPNet vectors (numpy)."""
+    directory, wordpieces, tensors = mpnet_checkpoint
+    tiny = Tiny.make()
+    scorer = dense.DenseScorer(directory, True, tiny.queries, 8, 24, batch_size=4)
+    top = _exact_top(scorer, tiny.docs, 3)
+
+    def vector(text: str, cut: int) -> np.ndarray:
+        ids = [wordpieces.index(w) + 4 for w in re.findall(r"\w+|[^\w\s]", text.lower())]
+        config = bert_testdata.TINY_MPNET_CONFIG
+        return bert_testdata.reference_mpnet_embedding(tensors, config, ids[:cut])
+
+    for qid, rows in top.items():
+        q = vector(tiny.queries[qid], 8)
+        for score, docid in rows:
+            assert score == pytest.approx(float(q @ vector(tiny.docs[docid], 24)), abs=2e-5)
+
+
 def _exact_top(scorer: dense.DenseScorer, docs: dict[str, str], depth: int) -> dict:
     """Per query the `depth` best of ALL documents scored at once, in trec_eval order."""
     docids = sorted(docs)

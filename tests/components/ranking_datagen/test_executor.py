@@ -906,6 +906,11 @@ def test_shipped_recipe_on_a_binary_beir_collection(
     for name in ("model.safetensors", "config.json"):
         (minilm / name).write_text("")
     monkeypatch.setenv("RANKPIPE_MINILM", str(minilm))
+    mpnet = tmp_path / "mpnet"  # ${RANKPIPE_MPNET}, the companion: only its files must exist
+    mpnet.mkdir()
+    for name in ("model.safetensors", "config.json", "vocab.txt"):
+        (mpnet / name).write_text("")
+    monkeypatch.setenv("RANKPIPE_MPNET", str(mpnet))
     data = yaml.safe_load((CONFIG_DIR / "cranfield.yaml").read_text())
     data["collection"].update(binary_beir)
     path = tmp_path / "binary.yaml"

@@ -38,3 +38,57 @@ def test_embeddings_equal_the_reference_whatever_the_batch(tmp_path: Path) -> No
     long = encoder.embed([[5] * 100])
     np.testing.assert_allclose(long[0], _reference(tensors, [5] * 62), atol=2e-5)
     assert encoder.embed([]).shape == (0, 32)
+
+
+def test_mpnet_buckets_are_transformers_buckets() -> None:
+    """MPNet's relative-position buckets (T5's bidirectional scheme) against transformers'
+    formula, over offsets up to past max_distance, and a few values worked out by hand."""
+    import tensorflow as tf
+
+    from rankcore.encoders.bert import relative_buckets
+
+    offsets = np.arange(-300, 301)
+    got = relative_buckets(tf.constant(offsets, tf.int32), 32, 128).numpy()
+    np.testing.assert_array_equal(got, [bert_testdata.mpnet_bucket(int(o)) for o in offsets])
+    # key before the query by 1 -> 1; after it by 1 -> 16 + 1; 20 before -> 8 + 2; far -> last
+    picked = [got[300 - 1], got[300 + 1], got[300 - 20], got[300 + 200], got[0]]
+    assert picked == [1, 17, 10, 31, 15]
+
+
+def test_mpnet_embeddings_equal_the_reference_whatever_the_batch(tmp_path: Path) -> None:
+    """An MPNet checkpoint (all-mpnet-base-v2's layout): callers give WordPiece ids of BERT's
+    vocabulary ([PAD] = 0), the encoder frames `<s> ids+4 </s>` with MPNet's positions and
+    relative bias, and its vectors equal transformers' forward pass in numpy."""
+    tensors = bert_testdata.write_mpnet_checkpoint(str(tmp_path / "mpnet"), VOCAB)
+    encoder = SentenceEncoder(str(tmp_path / "mpnet"))
+    assert encoder.vocab == VOCAB  # the WordPiece part: [PAD] = 0, <mask> left out
+    config = bert_testdata.TINY_MPNET_CONFIG
+    texts = [[5, 6, 7], [8], [], [9, 10, 11, 12, 13, 14, 15], [5, 6, 7]]
+    expected = np.stack(
+        [
+            bert_testdata.reference_mpnet_embedding(tensors, config, [i + 4 for i in t])
+            for t in texts
+        ]
+    )
+    for batch_size in (1, 2, 64):
+        got = encoder.embed(texts, batch_size=batch_size)
+        assert got.dtype == np.float32 and got.shape == (5, 32)
+        np.testing.assert_allclose(got, expected, atol=2e-5)
+    # 40 positions, the first two below MPNet's first id (pad 1 + 1): 38, less <s> and </s>.
+    assert encoder.max_length == 36
+    long = encoder.embed([[5] * 100])
+    np.testing.assert_allclose(
+        long[0], bert_testdata.reference_mpnet_embedding(tensors, config, [9] * 36), atol=2e-5
+    )
+
+
+def test_mpnet_checkpoints_are_refused_as_the_trainers_model(tmp_path: Path) -> None:
+    """The Trainer's models frame [CLS]/[SEP] over the TransformGraph's ids: an MPNet checkpoint
+    there is a config error that says where it does run."""
+    import pytest
+
+    from rankcore.encoders import hf_checkpoint
+
+    bert_testdata.write_mpnet_checkpoint(str(tmp_path / "mpnet"), VOCAB)
+    with pytest.raises(ValueError, match="MPNet runs as a sentence encoder only"):
+        hf_checkpoint.open_checkpoint(str(tmp_path / "mpnet"), "dual_encoder", 29, None, 10)
