@@ -223,60 +223,56 @@ class BertEncoder(keras.layers.Layer):
 
     def checkpoint_variables(self) -> dict[str, tuple[tf.Variable, bool]]:
         """HF tensor name -> (variable, whether the HF tensor is a transposed Linear weight)."""
-        if self.arch.model_type == "mpnet":
-            return self._mpnet_variables()
+        names = _ATTENTION_NAMES[self.arch.model_type == "mpnet"]
         out: dict[str, tuple[tf.Variable, bool]] = {
             "embeddings.word_embeddings.weight": (self.word_embeddings.embeddings, False),
             "embeddings.position_embeddings.weight": (self.position_embeddings.embeddings, False),
-            "embeddings.token_type_embeddings.weight": (
+        }
+        if self.token_type_embeddings is not None:
+            out["embeddings.token_type_embeddings.weight"] = (
                 self.token_type_embeddings.embeddings,
                 False,
-            ),
-        }
+            )
+        if self.relative_attention_bias is not None:
+            out["encoder.relative_attention_bias.weight"] = (self.relative_attention_bias, False)
         out.update(_norm_variables("embeddings.LayerNorm", self.embeddings_norm))
         for i, layer in enumerate(self.layers_):
             prefix = f"encoder.layer.{i}"
             att = layer.attention
             for hf, dense in (
-                (f"{prefix}.attention.self.query", att.query),
-                (f"{prefix}.attention.self.key", att.key),
-                (f"{prefix}.attention.self.value", att.value),
-                (f"{prefix}.attention.output.dense", att.output_dense),
+                (f"{prefix}.{names['query']}", att.query),
+                (f"{prefix}.{names['key']}", att.key),
+                (f"{prefix}.{names['value']}", att.value),
+                (f"{prefix}.{names['output']}", att.output_dense),
                 (f"{prefix}.intermediate.dense", layer.intermediate),
                 (f"{prefix}.output.dense", layer.output_dense),
             ):
                 out.update(_dense_variables(hf, dense))
-            out.update(_norm_variables(f"{prefix}.attention.output.LayerNorm", att.output_norm))
+            out.update(_norm_variables(f"{prefix}.{names['norm']}", att.output_norm))
             out.update(_norm_variables(f"{prefix}.output.LayerNorm", layer.output_norm))
         if self.pooler is not None:
             out.update(_dense_variables(POOLER, self.pooler))
         return out
 
-    def _mpnet_variables(self) -> dict[str, tuple[tf.Variable, bool]]:
-        """transformers' MPNetModel names for the same variables."""
-        out: dict[str, tuple[tf.Variable, bool]] = {
-            "embeddings.word_embeddings.weight": (self.word_embeddings.embeddings, False),
-            "embeddings.position_embeddings.weight": (self.position_embeddings.embeddings, False),
-            "encoder.relative_attention_bias.weight": (self.relative_attention_bias, False),
-        }
-        out.update(_norm_variables("embeddings.LayerNorm", self.embeddings_norm))
-        for i, layer in enumerate(self.layers_):
-            prefix = f"encoder.layer.{i}"
-            att = layer.attention
-            for hf, dense in (
-                (f"{prefix}.attention.attn.q", att.query),
-                (f"{prefix}.attention.attn.k", att.key),
-                (f"{prefix}.attention.attn.v", att.value),
-                (f"{prefix}.attention.attn.o", att.output_dense),
-                (f"{prefix}.intermediate.dense", layer.intermediate),
-                (f"{prefix}.output.dense", layer.output_dense),
-            ):
-                out.update(_dense_variables(hf, dense))
-            out.update(_norm_variables(f"{prefix}.attention.LayerNorm", att.output_norm))
-            out.update(_norm_variables(f"{prefix}.output.LayerNorm", layer.output_norm))
-        if self.pooler is not None:
-            out.update(_dense_variables(POOLER, self.pooler))
-        return out
+
+# The attention block's tensor names under encoder.layer.N: transformers' BertModel (False) and
+# MPNetModel (True); the rest of a layer is named alike.
+_ATTENTION_NAMES = {
+    False: {
+        "query": "attention.self.query",
+        "key": "attention.self.key",
+        "value": "attention.self.value",
+        "output": "attention.output.dense",
+        "norm": "attention.output.LayerNorm",
+    },
+    True: {
+        "query": "attention.attn.q",
+        "key": "attention.attn.k",
+        "value": "attention.attn.v",
+        "output": "attention.attn.o",
+        "norm": "attention.LayerNorm",
+    },
+}
 
 
 def relative_buckets(offsets: tf.Tensor, buckets: int, max_distance: int) -> tf.Tensor:

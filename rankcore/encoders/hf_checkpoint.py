@@ -121,8 +121,9 @@ class BertArchitecture:
         kind = config.get("position_embedding_type", "absolute")
         if kind != "absolute":
             raise ValueError(f"{source}: position_embedding_type {kind!r} is not supported")
-        if config.get("model_type") == "mpnet":
-            return cls._mpnet(config, source)
+        # MPNet has no token types, counts positions from its padding id + 1 and adds a
+        # relative-position bias; its config.json leaves out what BERT's defaults would get wrong.
+        mpnet = config.get("model_type") == "mpnet"
         try:
             arch = cls(
                 vocab_size=int(config["vocab_size"]),
@@ -133,9 +134,14 @@ class BertArchitecture:
                 hidden_act=str(config.get("hidden_act", "gelu")),
                 hidden_dropout=float(config.get("hidden_dropout_prob", 0.1)),
                 attention_dropout=float(config.get("attention_probs_dropout_prob", 0.1)),
-                max_position=int(config.get("max_position_embeddings", 512)),
-                type_vocab_size=int(config.get("type_vocab_size", 2)),
-                layer_norm_eps=float(config.get("layer_norm_eps", 1e-12)),
+                max_position=int(config.get("max_position_embeddings", 514 if mpnet else 512)),
+                type_vocab_size=0 if mpnet else int(config.get("type_vocab_size", 2)),
+                layer_norm_eps=float(config.get("layer_norm_eps", 1e-5 if mpnet else 1e-12)),
+                model_type="mpnet" if mpnet else "bert",
+                relative_attention_buckets=(
+                    int(config.get("relative_attention_num_buckets", 32)) if mpnet else 0
+                ),
+                first_position=int(config.get("pad_token_id", 1)) + 1 if mpnet else 0,
             )
         except KeyError as e:
             raise ValueError(f"{source}: missing key {e.args[0]!r}") from None
@@ -144,41 +150,13 @@ class BertArchitecture:
                 f"{source}: hidden_size {arch.hidden_size} is not divisible by "
                 f"num_attention_heads {arch.num_heads}"
             )
-        if arch.type_vocab_size < 2:
-            raise ValueError(f"{source}: type_vocab_size must be >= 2 for query/document pairs")
-        return arch
-
-    @classmethod
-    def _mpnet(cls, config: dict[str, Any], source: str) -> BertArchitecture:
-        try:
-            arch = cls(
-                vocab_size=int(config["vocab_size"]),
-                hidden_size=int(config["hidden_size"]),
-                num_layers=int(config["num_hidden_layers"]),
-                num_heads=int(config["num_attention_heads"]),
-                intermediate_size=int(config["intermediate_size"]),
-                hidden_act=str(config.get("hidden_act", "gelu")),
-                hidden_dropout=float(config.get("hidden_dropout_prob", 0.1)),
-                attention_dropout=float(config.get("attention_probs_dropout_prob", 0.1)),
-                max_position=int(config.get("max_position_embeddings", 514)),
-                type_vocab_size=0,
-                layer_norm_eps=float(config.get("layer_norm_eps", 1e-5)),
-                model_type="mpnet",
-                relative_attention_buckets=int(config.get("relative_attention_num_buckets", 32)),
-                first_position=int(config.get("pad_token_id", 1)) + 1,
-            )
-        except KeyError as e:
-            raise ValueError(f"{source}: missing key {e.args[0]!r}") from None
-        if arch.hidden_size % arch.num_heads:
-            raise ValueError(
-                f"{source}: hidden_size {arch.hidden_size} is not divisible by "
-                f"num_attention_heads {arch.num_heads}"
-            )
-        if arch.relative_attention_buckets < 4 or arch.relative_attention_buckets % 4:
+        if mpnet and (arch.relative_attention_buckets < 4 or arch.relative_attention_buckets % 4):
             raise ValueError(
                 f"{source}: relative_attention_num_buckets must be a positive multiple of 4 "
                 f"(found {arch.relative_attention_buckets})"
             )
+        if not mpnet and arch.type_vocab_size < 2:
+            raise ValueError(f"{source}: type_vocab_size must be >= 2 for query/document pairs")
         return arch
 
     @property

@@ -56,12 +56,30 @@ def write_safetensors(path: str, tensors: dict[str, np.ndarray], dtypes: dict | 
             f.write(raw)
 
 
+# The attention block's names under encoder.layer.N in transformers' BertModel and MPNetModel.
+_ATTENTION = {
+    "bert": (
+        ("attention.self.query", "attention.self.key", "attention.self.value"),
+        "attention.output.dense",
+        "attention.output.LayerNorm",
+    ),
+    "mpnet": (
+        ("attention.attn.q", "attention.attn.k", "attention.attn.v"),
+        "attention.attn.o",
+        "attention.LayerNorm",
+    ),
+}
+
+
 def tiny_tensors(
     vocab_size: int, config: dict = TINY_CONFIG, seed: int = 0, pooler: bool = True
 ) -> dict[str, np.ndarray]:
-    """Random BERT weights under HF BertModel names (Linear weights are [out, in])."""
+    """Random weights under transformers' BertModel (or, for an mpnet config, MPNetModel)
+    names (Linear weights are [out, in])."""
     rng = np.random.default_rng(seed)
     h, inter = config["hidden_size"], config["intermediate_size"]
+    mpnet = config.get("model_type") == "mpnet"
+    (qkv, out_dense, out_norm) = _ATTENTION["mpnet" if mpnet else "bert"]
 
     def w(*shape: int, scale: float = 0.2) -> np.ndarray:
         return rng.normal(0.0, scale, size=shape).astype(np.float32)
@@ -69,18 +87,23 @@ def tiny_tensors(
     t = {
         "embeddings.word_embeddings.weight": w(vocab_size, h, scale=0.5),
         "embeddings.position_embeddings.weight": w(config["max_position_embeddings"], h),
-        "embeddings.token_type_embeddings.weight": w(config["type_vocab_size"], h),
-        "embeddings.LayerNorm.weight": 1.0 + w(h, scale=0.1),
-        "embeddings.LayerNorm.bias": w(h, scale=0.1),
     }
+    if not mpnet:
+        t["embeddings.token_type_embeddings.weight"] = w(config["type_vocab_size"], h)
+    t["embeddings.LayerNorm.weight"] = 1.0 + w(h, scale=0.1)
+    t["embeddings.LayerNorm.bias"] = w(h, scale=0.1)
+    if mpnet:  # large enough that a wrong bucket moves the output well past the tolerance
+        t["encoder.relative_attention_bias.weight"] = w(
+            config["relative_attention_num_buckets"], config["num_attention_heads"], scale=1.0
+        )
     for i in range(config["num_hidden_layers"]):
         p = f"encoder.layer.{i}"
-        for name in ("attention.self.query", "attention.self.key", "attention.self.value"):
+        for name in qkv:
             t[f"{p}.{name}.weight"], t[f"{p}.{name}.bias"] = w(h, h), w(h, scale=0.1)
-        t[f"{p}.attention.output.dense.weight"] = w(h, h)
-        t[f"{p}.attention.output.dense.bias"] = w(h, scale=0.1)
-        t[f"{p}.attention.output.LayerNorm.weight"] = 1.0 + w(h, scale=0.1)
-        t[f"{p}.attention.output.LayerNorm.bias"] = w(h, scale=0.1)
+        t[f"{p}.{out_dense}.weight"] = w(h, h)
+        t[f"{p}.{out_dense}.bias"] = w(h, scale=0.1)
+        t[f"{p}.{out_norm}.weight"] = 1.0 + w(h, scale=0.1)
+        t[f"{p}.{out_norm}.bias"] = w(h, scale=0.1)
         t[f"{p}.intermediate.dense.weight"] = w(inter, h)
         t[f"{p}.intermediate.dense.bias"] = w(inter, scale=0.1)
         t[f"{p}.output.dense.weight"] = w(h, inter)
@@ -239,49 +262,8 @@ def write_mpnet_checkpoint(
     """An MPNet checkpoint laid out as all-mpnet-base-v2's: vocab.txt is `<s> <pad> </s> <unk>`,
     the WordPiece vocabulary, `<mask>`; tensors under transformers' MPNetModel names (with the
     int64 position_ids buffer and a pooler, both unread). Returns the float tensors."""
-    os.makedirs(directory, exist_ok=True)
     vocab = ["<s>", "<pad>", "</s>", "<unk>", *wordpieces, "<mask>"]
-    rng = np.random.default_rng(seed)
-    h, inter = config["hidden_size"], config["intermediate_size"]
-
-    def w(*shape: int, scale: float = 0.2) -> np.ndarray:
-        return rng.normal(0.0, scale, size=shape).astype(np.float32)
-
-    t = {
-        "embeddings.word_embeddings.weight": w(len(vocab), h, scale=0.5),
-        "embeddings.position_embeddings.weight": w(config["max_position_embeddings"], h),
-        "embeddings.LayerNorm.weight": 1.0 + w(h, scale=0.1),
-        "embeddings.LayerNorm.bias": w(h, scale=0.1),
-        # Large enough that a wrong bucket moves the output well past the tolerance.
-        "encoder.relative_attention_bias.weight": w(
-            config["relative_attention_num_buckets"], config["num_attention_heads"], scale=1.0
-        ),
-        "pooler.dense.weight": w(h, h),
-        "pooler.dense.bias": w(h, scale=0.1),
-    }
-    for i in range(config["num_hidden_layers"]):
-        p = f"encoder.layer.{i}"
-        for name in "qkvo":
-            t[f"{p}.attention.attn.{name}.weight"] = w(h, h)
-            t[f"{p}.attention.attn.{name}.bias"] = w(h, scale=0.1)
-        t[f"{p}.attention.LayerNorm.weight"] = 1.0 + w(h, scale=0.1)
-        t[f"{p}.attention.LayerNorm.bias"] = w(h, scale=0.1)
-        t[f"{p}.intermediate.dense.weight"] = w(inter, h)
-        t[f"{p}.intermediate.dense.bias"] = w(inter, scale=0.1)
-        t[f"{p}.output.dense.weight"] = w(h, inter)
-        t[f"{p}.output.dense.bias"] = w(h, scale=0.1)
-        t[f"{p}.output.LayerNorm.weight"] = 1.0 + w(h, scale=0.1)
-        t[f"{p}.output.LayerNorm.bias"] = w(h, scale=0.1)
-    with open(os.path.join(directory, "config.json"), "w") as f:
-        json.dump({**config, "vocab_size": len(vocab)}, f)
-    with open(os.path.join(directory, "vocab.txt"), "w") as f:
-        f.write("\n".join(vocab) + "\n")
-    stored = dict(t)
-    stored["embeddings.position_ids"] = np.arange(config["max_position_embeddings"])[None, :]
-    write_safetensors(
-        os.path.join(directory, "model.safetensors"), stored, {"embeddings.position_ids": "I64"}
-    )
-    return t
+    return write_checkpoint(directory, vocab, config, seed)
 
 
 def mpnet_bucket(offset: int, buckets: int = 32, max_distance: int = 128) -> int:
