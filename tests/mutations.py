@@ -287,8 +287,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         name="companion-not-served",
         promise="a companion encoder's vectors are appended to every vector the model serves",
         file="trainer_module/models/dual_encoder.py",
-        find="        if self.companion_encoder is None:\n            return own\n",
-        replace="        return own\n",
+        find="[math.sqrt(1.0 - w) * tf.cast(own, tf.float32), math.sqrt(w) * other]",
+        replace="[tf.cast(own, tf.float32), 0.0 * other]",
         tests=(
             "tests/trainer_module/test_trainer_frozen_documents.py::"
             "test_served_vectors_append_the_companions_and_export_keeps_them",
