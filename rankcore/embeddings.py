@@ -17,6 +17,15 @@ again when
 and it re-embeds a sample of the reused texts and compares (components/ranking_evaluator/
 scoring.py), so a vector that the SavedModel would not give is caught, not trusted.
 
+A document tower that no training changes (dual_encoder.frozen_documents: the checkpoint's
+tower, a companion's beside it) gives every model of that checkpoint the same document vectors,
+so with cross-validation a document that fold i's Trainer did not embed (one retrieved for
+fold i's test queries alone) is in another fold's file: `document_tower` names such a tower
+(a digest of the checkpoints, the companion's share and the precision policy; "" for a trained
+one), and the evaluator takes documents from the files of every model with the same
+`document_tower` and document cut, again with a re-embedded sample (about 140 documents per
+Cranfield fold, 2 to 3 minutes of MPNet on 2 cores, issue 17).
+
 Written by trainer_module (run_fn) and read by components (scoring): the format lives in the
 layer both import. Layout: `<ModelRun>/embeddings/vectors.tfrecord.gz` (one tf.Example per
 text: kind "q"/"d", id, digest, vector) and `meta.json` (written last: its presence means the
@@ -53,6 +62,9 @@ class EmbeddingsMeta:
     dim: int
     count: int
     split: str  # which split's texts (information only)
+    # The frozen document tower's identity ("" when training changes it): documents from any
+    # model with the same tower and max_doc_length have the same vectors (see above).
+    document_tower: str = ""
 
     def max_length(self, kind: str) -> int:
         return self.max_query_length if kind == QUERY else self.max_doc_length
@@ -139,6 +151,16 @@ def read_meta(model_run_dir: str) -> EmbeddingsMeta | None:
         return None
     with tf.io.gfile.GFile(path) as f:
         return EmbeddingsMeta(**json.load(f))
+
+
+def shares_documents(meta: EmbeddingsMeta, other: EmbeddingsMeta) -> bool:
+    """Whether `other`'s document vectors are `meta`'s model's too: the same frozen document
+    tower, reading documents cut at the same length."""
+    return bool(meta.document_tower) and (
+        other.document_tower,
+        other.max_doc_length,
+        other.dim,
+    ) == (meta.document_tower, meta.max_doc_length, meta.dim)
 
 
 def vectors_path(model_run_dir: str) -> str:

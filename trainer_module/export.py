@@ -76,6 +76,19 @@ def _normalise(x: tf.Tensor) -> tf.Tensor:
     return tf.where(norm > 0, x / tf.where(norm > 0, norm, tf.ones_like(norm)), x)
 
 
+def _traced_once(fn, *input_signature: tf.TensorSpec):
+    """A plain function calling `fn`'s one concrete function (traced now, no autograph), for
+    the signatures to call. Not a tf.function attribute: tf.saved_model.save lists those
+    inside its save context, which TensorFlow's function cache keys apart from the signatures'
+    calls (function_context.py: the variable policy), so the model was traced and stored
+    twice (with a companion, 10 s of a fold Trainer's 33 s export, and twice the graph for the
+    evaluator to load). A plain function is not tracked: the concrete function is saved as
+    the signatures' callee, its variables through the tracked model."""
+    concrete = tf.function(fn, input_signature=input_signature, autograph=False)
+    concrete = concrete.get_concrete_function()
+    return lambda *args: concrete(*args)
+
+
 def _at_least_one_column(ids: tf.Tensor) -> tf.Tensor:
     # Models need a non-empty length axis; an all-[PAD] column changes no score.
     return tf.pad(ids, [[0, 0], [0, tf.maximum(0, 1 - tf.shape(ids)[1])]])
@@ -118,19 +131,16 @@ class RerankerModule(tf.Module):
         # The model traced once, called by every signature: tracing a BERT-size model is what
         # export time goes to, and each signature tracing it again also stored another copy.
         # No autograph: the models need none, and converting their source is most of a trace
-        # (trainer_module/training.py). An attribute tf.function with an input signature is
-        # traced by tf.saved_model.save even if no signature calls it, so a subclass that
-        # scores otherwise overrides this method instead of adding a second one.
-        self._score_ids = tf.function(
-            lambda q, d: tf.cast(self.model((q, d), training=False), tf.float32),
-            input_signature=[_IDS, _IDS],
-            autograph=False,
+        # (trainer_module/training.py). A subclass that scores otherwise overrides this
+        # method, so that the pair function is not traced too.
+        self._score_call = _traced_once(
+            lambda q, d: tf.cast(self.model((q, d), training=False), tf.float32), _IDS, _IDS
         )
 
     def _score(self, query_ids: tf.Tensor, doc_ids: tf.Tensor) -> dict[str, tf.Tensor]:
         query_ids = _at_least_one_column(query_ids[:, : self.max_query_length])
         doc_ids = _at_least_one_column(doc_ids[:, : self.max_doc_length])
-        return {SCORE_OUTPUT: self._score_ids(query_ids, doc_ids)}
+        return {SCORE_OUTPUT: self._score_call(query_ids, doc_ids)}
 
     def _tokenize_graph(self, texts: tf.Tensor) -> tf.Tensor:
         sparse = self.tft_layer({RAW_TEXT_KEY: texts})[TOKEN_IDS_KEY]
@@ -190,26 +200,23 @@ class RerankerModule(tf.Module):
 class DualEncoderModule(RerankerModule):
     """RerankerModule plus the embedding signatures of a dual encoder (a model with
     `embed_query` / `embed_doc`). Every signature goes through the two traced towers
-    (`_embed_ids`; one encoder unless documents are frozen); a pair's score is the dot product
+    (`_embed_calls`; one encoder unless documents are frozen); a pair's score is the dot product
     of the two L2-normalised embeddings, DualEncoder.call's arithmetic."""
 
     def _trace_model(self) -> None:
-        def traced(embed):
-            return tf.function(
-                lambda ids: tf.cast(embed(ids, training=False), tf.float32),
-                input_signature=[_IDS],
-                autograph=False,
+        self._embed_calls = {
+            kind: _traced_once(
+                lambda ids, f=embed: tf.cast(f(ids, training=False), tf.float32), _IDS
             )
-
-        self._embed_ids = {
-            "q": traced(self.model.embed_query),
-            "d": traced(self.model.embed_doc),
+            for kind, embed in (("q", self.model.embed_query), ("d", self.model.embed_doc))
         }
 
     def _embed(self, ids: tf.Tensor, kind: str) -> dict[str, tf.Tensor]:
         """ids of `kind` "q" (cut at max_query_length) or "d" (max_doc_length) -> vectors."""
         max_length = self.max_query_length if kind == "q" else self.max_doc_length
-        return {EMBEDDING_OUTPUT: self._embed_ids[kind](_at_least_one_column(ids[:, :max_length]))}
+        return {
+            EMBEDDING_OUTPUT: self._embed_calls[kind](_at_least_one_column(ids[:, :max_length]))
+        }
 
     def _score(self, query_ids: tf.Tensor, doc_ids: tf.Tensor) -> dict[str, tf.Tensor]:
         query = self._embed(query_ids, "q")[EMBEDDING_OUTPUT]

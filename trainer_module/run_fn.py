@@ -186,6 +186,7 @@ def run_fn(fn_args: Any) -> TrainResult:
                 dim=len(next(iter(dev.vectors.values()))[1]),
                 count=len(dev.vectors),
                 split="dev",
+                document_tower=controller.document_tower,
             ),
         )
         seconds["write_embeddings"] = time.monotonic() - t0

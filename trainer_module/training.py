@@ -6,6 +6,7 @@ decides when to step, checkpoint, validate, log and stop.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import math
@@ -30,22 +31,29 @@ LOSS_SCALE_GROWTH_INTERVAL = 2000
 # precision policy and a text's token ids alone, so every Trainer of this process that freezes
 # the same checkpoint shares them: LocalDagRunner runs cross-validation's k + 1 Trainers in one
 # process, and each would otherwise embed the same corpus again (about a minute per Trainer on
-# Cranfield on 2 cores). Keyed by (checkpoint, companion, weight, policy); token ids -> vector.
-_FROZEN_DOCUMENT_VECTORS: dict[tuple[str, ...], dict[tuple[int, ...], np.ndarray]] = {}
+# Cranfield on 2 cores). Keyed by document_tower(); token ids -> vector.
+_FROZEN_DOCUMENT_VECTORS: dict[str, dict[tuple[int, ...], np.ndarray]] = {}
 
 
-def frozen_document_cache(
+def document_tower(
     checkpoint_dir: str, companion_dir: str | None = None, companion_weight: float = 0.0
-) -> dict[tuple[int, ...], np.ndarray]:
-    """The process's document vectors of this checkpoint's frozen tower (filled as used), with
-    the companion's appended when there is one (dual_encoder.py: those vectors are served)."""
-    key = (
+) -> str:
+    """The identity of a frozen document tower: a digest of the checkpoint's files, the
+    companion's (and its share) when there is one, and the precision policy. Two models with
+    the same one give a document the same vector (rankcore/embeddings.py `document_tower`)."""
+    parts = (
         hf_checkpoint.checkpoint_digest(checkpoint_dir),
         hf_checkpoint.checkpoint_digest(companion_dir) if companion_dir else "",
         str(companion_weight) if companion_dir else "",
         keras.mixed_precision.global_policy().name,
     )
-    return _FROZEN_DOCUMENT_VECTORS.setdefault(key, {})
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+
+
+def frozen_document_cache(tower: str) -> dict[tuple[int, ...], np.ndarray]:
+    """The process's document vectors of this frozen tower (document_tower(); filled as used),
+    the companion's appended when there is one (dual_encoder.py: those vectors are served)."""
+    return _FROZEN_DOCUMENT_VECTORS.setdefault(tower, {})
 
 
 class DivergenceError(RuntimeError):
@@ -169,14 +177,19 @@ class Controller:
         # Frozen document vectors never change: each distinct document is embedded once, for
         # the training lists and every dev scoring alike (and for this process's other
         # Trainers of the same checkpoint).
-        self.doc_cache: dict | None = (
-            frozen_document_cache(
+        # Its identity goes with the exported vectors (run_fn): the evaluator then takes
+        # documents from any fold's Trainer with the same tower.
+        self.document_tower = (
+            document_tower(
                 self.cfg.dual_encoder.checkpoint_dir,
                 self.cfg.dual_encoder.companion_checkpoint_dir,
                 self.cfg.dual_encoder.companion_weight,
             )
             if task.frozen_documents
-            else None
+            else ""
+        )
+        self.doc_cache: dict | None = (
+            frozen_document_cache(self.document_tower) if self.document_tower else None
         )
         self.dataset = task.build_inputs(
             strategy,
@@ -190,8 +203,14 @@ class Controller:
         # instead (the pipeline is deterministic, so the position is the same).
         self._iterator_in_checkpoint = isinstance(self.iterator, tf.__internal__.tracking.Trackable)
         iterator_item = {"iterator": self.iterator} if self._iterator_in_checkpoint else {}
+        # What of the model a checkpoint holds: a model with frozen parts (a dual encoder's
+        # document tower and companion: the checkpoints' weights again at every build) names
+        # the rest, so each save does not write them again (MiniLM + MPNet: 530 MB).
+        model_state = (
+            self.model.training_state() if hasattr(self.model, "training_state") else self.model
+        )
         items = dict(
-            model=self.model,
+            model=model_state,
             step=self.step,
             **iterator_item,
             best_metric=self.best_metric,
@@ -208,7 +227,7 @@ class Controller:
             worker_dir(checkpoint_dir, strategy),
             max_to_keep=self.cfg.keep_checkpoints,
         )
-        self.best_checkpoint = tf.train.Checkpoint(model=self.model)
+        self.best_checkpoint = tf.train.Checkpoint(model=model_state)
         # (step, loss, pre-clip gradient norm) of the steps this object ran.
         self.history: list[tuple[int, float, float]] = []
         self.resumed_from: dict | None = None

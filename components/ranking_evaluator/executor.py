@@ -291,6 +291,8 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         if baseline is not None:
             models["baseline"] = baseline.path
         parts = _parts(config, input_dict, models["candidate"])
+        main_run = (input_dict.get("model_run") or [None])[0]
+        main_run = main_run.uri if main_run else None
 
         # ---- scoring: every candidate of the split(s), all models -----------------------------
         # Dual encoders embed each distinct text once; other models score every pair (scoring.py).
@@ -309,8 +311,13 @@ class Executor(base_beam_executor.BaseBeamExecutor):
             if len(parts) == 1 and baseline is not None:
                 part_models["baseline"] = baseline.path
             # A dual encoder's Trainer already embedded its dev split's texts with this very
-            # model (rankcore/embeddings.py): the texts among them are not embedded again.
-            reuse = {"candidate": scoring.reusable_embeddings(part.model_run, part.model_dir)}
+            # model (rankcore/embeddings.py): the texts among them are not embedded again. With
+            # a frozen document tower, the other Trainers' documents are this model's too.
+            reuse = {
+                "candidate": scoring.reusable_embeddings(
+                    part.model_run, part.model_dir, [main_run, *(p.model_run for p in parts)]
+                )
+            }
             scored, scored_by = self._score(
                 examples,
                 [part.split],

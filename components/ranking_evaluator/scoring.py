@@ -68,6 +68,8 @@ LENGTH_BUCKET = 32
 CHECK_EVERY = 64
 REUSE_TOLERANCE = 1e-5
 REUSE_CHECKED, REUSE_MISMATCHED = "reuse_checked", "reuse_mismatched"
+# Reused documents taken from another model's file (a shared frozen document tower).
+REUSED_FROM_OTHERS = "documents_of_other_models"
 
 # Beam metrics of where a scoring pass's time goes (score_split `phases`), apart from the
 # "rankpipe" counters of what was scored.
@@ -272,13 +274,17 @@ class _Embed(beam.DoFn):
 class _Reuse(beam.DoFn):
     """A distinct text joined with the Trainer's vector of it (rankcore/embeddings.py) -> the
     vector (main output) when the text's cut token ids have the stored digest, else the text
-    to embed ("embed"). Every CHECK_EVERY-th reused text (by a hash of its key, so the same
-    ones on every runner) is also sent to be embedded again ("check") with the stored vector,
-    so that a vector the SavedModel would not give is caught (_Check)."""
+    to embed ("embed"). Stored vectors come as (rank, digest, vector): the model's own file is
+    rank 0, other models' documents (StoredVectors.document_paths) rank 1, 2, ...; the lowest
+    rank with the digest wins, so every runner picks the same one. Every CHECK_EVERY-th reused
+    text (by a hash of its key, so the same ones on every runner) is also sent to be embedded
+    again ("check") with the stored vector, so that a vector the SavedModel would not give is
+    caught (_Check)."""
 
     def __init__(self, meta: embeddings.EmbeddingsMeta):
         self._meta = meta
         self._reused = beam.metrics.Metrics.counter("rankpipe", "texts_reused")
+        self._shared = beam.metrics.Metrics.counter("rankpipe", REUSED_FROM_OTHERS)
 
     def process(self, joined: tuple[Text, dict]) -> Iterator:
         key, parts = joined
@@ -286,15 +292,21 @@ class _Reuse(beam.DoFn):
             return  # a text of the Trainer's split that this split does not have
         (ids,) = parts["ids"]
         digest = embeddings.text_digest(ids, self._meta.max_length(key[0]))
-        stored = [vector for d, vector in parts["stored"] if d == digest]
-        if not stored:
+        stored = min(
+            ((rank, vector) for rank, d, vector in parts["stored"] if d == digest),
+            key=lambda rv: rv[0],
+            default=None,
+        )
+        if stored is None:
             yield beam.pvalue.TaggedOutput("embed", (key, ids))
             return
         self._reused.inc()
-        yield key, stored[0]
+        if stored[0]:
+            self._shared.inc()
+        yield key, stored[1]
         if int(hashlib.sha1(repr(key).encode()).hexdigest(), 16) % CHECK_EVERY == 0:
             yield beam.pvalue.TaggedOutput("check", (key, ids))
-            yield beam.pvalue.TaggedOutput("check_stored", (key, stored[0]))
+            yield beam.pvalue.TaggedOutput("check_stored", (key, stored[1]))
 
 
 class _Check(beam.DoFn):
@@ -441,16 +453,28 @@ class EmbedAndScore(beam.PTransform):
             if stored_vectors is None:
                 per_model[i] = _embed_texts(distinct, model_dir, handle, self._batch_size, f"{i}")
                 continue
-            stored = (
+            stored = [
                 serialized_examples.pipeline
-                | f"ReadStored{i}"
+                | f"ReadStored{i}-{rank}"
                 >> beam.io.ReadFromTFRecord(
-                    stored_vectors.path,
-                    compression_type=beam.io.filesystem.CompressionTypes.GZIP,
+                    path, compression_type=beam.io.filesystem.CompressionTypes.GZIP
                 )
-                | f"ParseStored{i}" >> beam.Map(embeddings.from_example)
-                | f"KeyStored{i}" >> beam.Map(lambda r: (r[0], (r[1], r[2])))
-            )
+                | f"ParseStored{i}-{rank}" >> beam.Map(embeddings.from_example)
+                # Other models' files lend their documents only (their queries' towers differ).
+                | f"KeyStored{i}-{rank}"
+                >> beam.FlatMap(
+                    lambda r, rank=rank: (
+                        [(r[0], (rank, r[1], r[2]))]
+                        if rank == 0 or r[0][0] == embeddings.DOCUMENT
+                        else []
+                    )
+                )
+                for rank, path in enumerate([stored_vectors.path, *stored_vectors.document_paths])
+            ]
+            if len(stored) > 1:
+                stored = stored | f"StoredFiles{i}" >> beam.Flatten()
+            else:
+                (stored,) = stored
             joined = (
                 {"ids": distinct, "stored": stored}
                 | f"JoinStored{i}" >> beam.CoGroupByKey()
@@ -551,7 +575,13 @@ def pass_phases(result: PipelineResult, seconds: float) -> dict[str, float]:
     )
     reuse = {
         name: int(_metric_sum(results, name))
-        for name in ("texts_embedded", "texts_reused", REUSE_CHECKED, REUSE_MISMATCHED)
+        for name in (
+            "texts_embedded",
+            "texts_reused",
+            REUSED_FROM_OTHERS,
+            REUSE_CHECKED,
+            REUSE_MISMATCHED,
+        )
     }
     return {
         "pass_seconds": round(seconds, 2),
@@ -564,15 +594,21 @@ def pass_phases(result: PipelineResult, seconds: float) -> dict[str, float]:
 
 
 class StoredVectors(NamedTuple):
-    """The Trainer's vectors file (rankcore/embeddings.py) and its meta.json."""
+    """The Trainer's vectors file (rankcore/embeddings.py) and its meta.json, and the files of
+    other models whose documents are this model's too (embeddings.shares_documents)."""
 
     path: str
     meta: embeddings.EmbeddingsMeta
+    document_paths: tuple[str, ...] = ()
 
 
-def reusable_embeddings(model_run_dir: str | None, model_dir: str) -> StoredVectors | None:
+def reusable_embeddings(
+    model_run_dir: str | None, model_dir: str, other_runs: Sequence[str | None] = ()
+) -> StoredVectors | None:
     """The Trainer's embeddings under `model_run_dir` when they are of this very SavedModel
-    (the fingerprints agree), else None (then everything is embedded)."""
+    (the fingerprints agree), else None (then everything is embedded); with them, the vectors
+    files of those `other_runs` (other models' ModelRun directories) that share its frozen
+    document tower, for their documents."""
     if not model_run_dir:
         return None
     meta = embeddings.read_meta(model_run_dir)
@@ -581,7 +617,14 @@ def reusable_embeddings(model_run_dir: str | None, model_dir: str) -> StoredVect
     if meta.model != embeddings.model_fingerprint(model_dir):
         logging.info("the embeddings in %s are of another model: not reused", model_run_dir)
         return None
-    return StoredVectors(embeddings.vectors_path(model_run_dir), meta)
+    shared_documents = []
+    for other in other_runs:
+        if not other or other == model_run_dir:
+            continue
+        other_meta = embeddings.read_meta(other)
+        if other_meta is not None and embeddings.shares_documents(meta, other_meta):
+            shared_documents.append(embeddings.vectors_path(other))
+    return StoredVectors(embeddings.vectors_path(model_run_dir), meta, tuple(shared_documents))
 
 
 def score_split(

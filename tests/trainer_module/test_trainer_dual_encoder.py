@@ -1,5 +1,6 @@
 """Dual encoder from a tiny pretrained checkpoint, the in-batch loss, zero-shot export, fusion."""
 
+import dataclasses
 import json
 import os
 
@@ -500,7 +501,7 @@ def test_evaluator_reuses_the_trainers_vectors_of_the_same_model(zero_shot, tmp_
     assert meta is not None and meta.split == "dev" and meta.dim == 32
     assert meta.model == embeddings.model_fingerprint(args.serving_model_dir)
     stored = scoring.reusable_embeddings(args.model_run_dir, args.serving_model_dir)
-    assert stored == (embeddings.vectors_path(args.model_run_dir), meta)
+    assert stored == (embeddings.vectors_path(args.model_run_dir), meta, ())
     want, fresh = _score_dev_split(args, tmp_path, "fresh", None)
     got, reused = _score_dev_split(args, tmp_path, "reused", args.model_run_dir)
     _assert_same_run(got, want)
@@ -512,6 +513,79 @@ def test_evaluator_reuses_the_trainers_vectors_of_the_same_model(zero_shot, tmp_
     # Another model's vectors are never taken.
     other = _old_export(args.serving_model_dir, str(tmp_path / "other"))
     assert scoring.reusable_embeddings(args.model_run_dir, other) is None
+
+
+def _frozen_run(tmp_path, examples_dir, transform_graph, bert_checkpoint, name, dev, seed):
+    """run_fn with frozen document vectors, validating on split `dev`; its FnArgs."""
+    cfg = trainer_testdata.small_config(
+        model="dual_encoder",
+        dual_encoder={
+            "checkpoint_dir": bert_checkpoint,
+            "frozen_documents": True,
+            "hidden_dropout": 0.0,
+            "attention_dropout": 0.0,
+        },
+        loss="listwise_softmax",
+        train_steps=2,
+        checkpoint_every=2,
+        validate_every=0,
+        learning_rate=1e-2,
+        encoder_learning_rate=1e-2,
+        seed=seed,
+    )
+    args = _fn_args(tmp_path / name, examples_dir, transform_graph, cfg, 2)
+    args.eval_files = trainer_testdata.split_pattern(examples_dir, dev)
+    run_fn(args)
+    return args
+
+
+def test_evaluator_takes_documents_from_trainers_of_the_same_frozen_tower(
+    bert_checkpoint, lists_examples_dir, transform_graph, tmp_path
+):
+    """Cross-validation: fold i's test documents were embedded by other folds' Trainers (their
+    dev splits). With frozen documents every model of the checkpoint gives a document the same
+    vector, so the evaluator takes them from the other Trainers' files (rankcore/embeddings.py
+    document_tower), never their queries (each fold's query tower is its own), and the scores
+    are those of embedding every text with this fold's model."""
+    a = _frozen_run(tmp_path, lists_examples_dir, transform_graph, bert_checkpoint, "a", "dev", 1)
+    b = _frozen_run(tmp_path, lists_examples_dir, transform_graph, bert_checkpoint, "b", "test", 2)
+    meta_a, meta_b = embeddings.read_meta(a.model_run_dir), embeddings.read_meta(b.model_run_dir)
+    assert meta_a.document_tower and meta_a.document_tower == meta_b.document_tower
+    assert meta_a.model != meta_b.model  # other query towers: other SavedModels
+    stored = scoring.reusable_embeddings(
+        a.model_run_dir, a.serving_model_dir, [a.model_run_dir, b.model_run_dir, None]
+    )
+    assert stored.document_paths == (embeddings.vectors_path(b.model_run_dir),)
+    test_split = os.path.join(lists_examples_dir, "Split-test")
+
+    def score(name: str, reuse) -> tuple[dict, dict]:
+        phases: dict = {}
+        runs, _ = scoring.score_split(
+            beam.Pipeline,
+            [test_split],
+            {"candidate": a.serving_model_dir},
+            batch_size=3,
+            scores_prefix=str(tmp_path / name / "p"),
+            phases=phases,
+            reuse={"candidate": reuse},
+        )
+        return runs["candidate"], phases
+
+    want, fresh = score("fresh", None)
+    got, reused = score("shared", stored)
+    _assert_same_run(got, want)
+    queries = len(want)
+    documents = fresh["texts_embedded"] - queries
+    # Every test document came from b's file; the test queries (b's too) were embedded by a.
+    assert reused["texts_reused"] == reused[scoring.REUSED_FROM_OTHERS] == documents > 0
+    assert reused["texts_embedded"] == queries + reused["reuse_checked"]
+    assert reused["reuse_mismatched"] == 0
+    # A trained document tower (and another checkpoint's frozen one) lends nothing.
+    trained = dataclasses.replace(meta_b, document_tower="")
+    assert not embeddings.shares_documents(meta_a, trained)
+    assert not embeddings.shares_documents(trained, trained)
+    assert not embeddings.shares_documents(meta_a, dataclasses.replace(meta_b, document_tower="x"))
+    assert not embeddings.shares_documents(meta_a, dataclasses.replace(meta_b, max_doc_length=3))
 
 
 def _rewrite(args, run_dir: str, change) -> str:

@@ -15,6 +15,7 @@ import trainer_testdata
 
 from rankcore.constants import EMBED_DOC_SIGNATURE, EMBED_QUERY_SIGNATURE, EMBEDDING_OUTPUT
 from rankcore.encoders import hf_checkpoint
+from rankcore.encoders.bert import BertEncoder
 from trainer_module import validation
 from trainer_module.export import export_serving_model
 
@@ -333,3 +334,38 @@ def test_a_companion_must_read_the_models_ids(bert_checkpoint, tmp_path):
             bert_checkpoint,
             dual_encoder={"checkpoint_dir": bert_checkpoint, "companion_checkpoint_dir": "x"},
         )
+
+
+def test_checkpoints_leave_the_frozen_towers_out(with_companion):
+    """A training checkpoint holds what training changes (the query tower, the dropout
+    generator, the optimizers); the frozen document tower and the companion are their
+    checkpoints' weights at every build, so saving them would only write 530 MB per save on
+    Cranfield (MiniLM + MPNet)."""
+    latest = tf.train.latest_checkpoint(with_companion.checkpoint_dir)
+    names = [name for name, _ in tf.train.list_variables(latest)]
+    assert any(n.startswith("model/encoder/") for n in names)
+    assert any(n.startswith("model/rng/") for n in names)
+    frozen_names = [n for n in names if "document_encoder" in n or "companion" in n]
+    assert not frozen_names
+    # The model restored from it scores as the trained one.
+    model = with_companion.model
+    ids = tf.constant([[5, 6, 7, 0]], tf.int64)
+    before = model.embed_query(ids).numpy()
+    with_companion.checkpoint.restore(latest).assert_existing_objects_matched()
+    np.testing.assert_array_equal(model.embed_query(ids).numpy(), before)
+
+
+def test_export_traces_each_tower_once(frozen, transform_graph, tmp_path, monkeypatch):
+    """Every signature calls the two towers' one trace (export.py _traced_once): tracing the
+    model again inside tf.saved_model.save stored it twice, a third of a Cranfield fold
+    Trainer's export with the MPNet companion and twice the graph for the evaluator to load."""
+    traces = []
+    call = BertEncoder.call
+
+    def counted(self, *args, **kwargs):
+        traces.append(self.name)
+        return call(self, *args, **kwargs)
+
+    monkeypatch.setattr(BertEncoder, "call", counted)
+    _export_and_embed(frozen[0].model, transform_graph, tmp_path)
+    assert sorted(traces) == ["document_encoder", "encoder"]

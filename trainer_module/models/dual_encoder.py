@@ -137,6 +137,15 @@ class DualEncoder(keras.Model):
             axis=-1,
         )
 
+    def training_state(self) -> tf.Module:
+        """What a training checkpoint holds (training.Controller): the trained encoder and the
+        dropout generator. The frozen towers are left out: build_dual_encoder loads them from
+        their checkpoints at every build, and training never changes them."""
+        state = tf.Module(name="dual_encoder_state")
+        state.encoder = self.encoder
+        state.rng = self.rng
+        return state
+
     def checkpoint_variables(self) -> dict[str, tuple[tf.Variable, bool]]:
         """The trained (query) encoder's variables by Hugging Face tensor name."""
         return self.encoder.checkpoint_variables()

@@ -22,6 +22,7 @@ import tensorflow as tf
 from demo_pipeline import _run_pipeline, _snapshot
 
 from components.ranking_datagen.tokenization import RESERVED_TOKENS
+from components.ranking_evaluator import scoring
 from pipelines.demo_data import _SYLLABLES
 from rankcore import feedback, folds
 from rankcore.fusion import fuse_run, read_fusion
@@ -47,11 +48,16 @@ def feedback_run(tmp_path_factory: pytest.TempPathFactory):
         f"datagen.split.num_folds={K}",
         f"datagen.vocab.vocab_file={checkpoint}/vocab.txt",
         "datagen.max_doc_length=48",
-        "datagen.sampling.mode=listwise",
+        # The shipped Cranfield recipe's shape: the query tower trained against the
+        # checkpoint's frozen document vectors, each train query's whole list.
+        "datagen.sampling.mode=lists",
         "trainer.model=dual_encoder",
         f"trainer.dual_encoder.checkpoint_dir={checkpoint}",
-        "trainer.loss=in_batch_softmax",
-        "trainer.train_steps=0",
+        "trainer.dual_encoder.frozen_documents=true",
+        "trainer.loss=listwise_softmax",
+        "trainer.train_steps=2",
+        "trainer.checkpoint_every=2",
+        "trainer.validate_every=0",
         "trainer.feedback=fixed",
         f"trainer.feedback_docs={SETTING['docs']}",
         f"trainer.feedback_weight={SETTING['weight']}",
@@ -138,3 +144,16 @@ def test_the_report_says_how_the_reranker_used_feedback(feedback_run) -> None:
     report = Path(run.evaluation.uri, "report.md").read_text()
     described = "; ".join(f"fold {i}: {feedback.describe(SETTING)}" for i in range(K))
     assert "pseudo-relevance feedback" in report and described in report
+
+
+def test_no_document_is_embedded_again_after_a_trainer_embedded_it(feedback_run) -> None:
+    """With frozen documents every fold model gives a document the checkpoint's vector, so the
+    evaluator takes each test document from a Trainer that embedded it (a fold's test split is
+    the next fold branch's dev split; rankcore/embeddings.py document_tower) and embeds only
+    the test queries and the checked sample; the rankings above were recomputed from each fold
+    model's own signatures, so the taken vectors are that model's."""
+    run, _ = feedback_run
+    phases = run.metrics["scoring_phases"]
+    assert phases[scoring.REUSED_FROM_OTHERS] > 0
+    assert phases["reuse_mismatched"] == 0
+    assert phases["texts_embedded"] == run.metrics["num_queries"] + phases["reuse_checked"]
