@@ -61,7 +61,10 @@ class EmbeddingsMeta:
     max_doc_length: int
     dim: int
     count: int
-    split: str  # which split's texts (information only)
+    # Which split's texts: the Examples split name(s) the Trainer validated on (e.g.
+    # "fold1_eval"; "dev" from files outside a Split-<name> directory). The evaluator prefers a
+    # lending model that embedded the very split it scores (it holds all its documents).
+    split: str
     # The frozen document tower's identity ("" when training changes it): documents from any
     # model with the same tower and max_doc_length have the same vectors (see above).
     document_tower: str = ""
@@ -151,6 +154,16 @@ def read_meta(model_run_dir: str) -> EmbeddingsMeta | None:
         return None
     with tf.io.gfile.GFile(path) as f:
         return EmbeddingsMeta(**json.load(f))
+
+
+def split_of(file_patterns: Sequence[str]) -> str:
+    """The Examples split name(s) of the Trainer's file patterns (<examples>/Split-<name>/*),
+    comma-joined; "dev" when they are not in Split-<name> directories."""
+    names = []
+    for pattern in file_patterns:
+        directory = os.path.basename(os.path.dirname(pattern.rstrip("/")))
+        names.append(directory[len("Split-") :] if directory.startswith("Split-") else "dev")
+    return ",".join(sorted(set(names))) or "dev"
 
 
 def shares_documents(meta: EmbeddingsMeta, other: EmbeddingsMeta) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -14,6 +15,30 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 # pytest puts tests/ on sys.path for this conftest, and tests/components/ (no __init__.py) would
 # then shadow the project's components package as a namespace package. Repo root goes first.
 sys.path.insert(0, str(REPO_ROOT))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _tfx_staging_copies_removed():
+    """Removes the copies of TFX that executors built in this session. A BaseBeamExecutor whose
+    Beam args name no container image copies the installed TFX (49 MB) to a new
+    /tmp/tmpXXXX/build/tfx and packs it for the workers (tfx/utils/dependency_utils.py
+    build_ephemeral_package). Pipelines never do (pipelines/config.py adds
+    DIRECT_RUNNER_NO_STAGING for the DirectRunner), but tests that build an executor's context
+    by hand do, and nothing removed the copies: about 20 per `make test`, until /tmp filled."""
+    from tfx.utils import dependency_utils
+
+    made: list[str] = []
+    build = dependency_utils.build_ephemeral_package
+
+    def recorded() -> str:
+        made.append(build())
+        return made[-1]
+
+    dependency_utils.build_ephemeral_package = recorded
+    yield
+    dependency_utils.build_ephemeral_package = build
+    for sdist in made:  # <mkdtemp>/build/tfx/dist/tfx_ephemeral-<version>.tar.gz
+        shutil.rmtree(Path(sdist).parents[3], ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -162,6 +162,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=("tests/pipelines/test_console.py",),
     ),
     Mutation(
+        name="hint-disk-full-lost",
+        promise="a full disk gets the free-space fix, not the batch-size one",
+        file=_CONSOLE,
+        find='        r"No space left on device|\\[Errno 28\\]",\n',
+        replace='        r"No space left on deviceX",\n',
+        tests=("tests/pipelines/test_console.py",),
+    ),
+    Mutation(
         name="hint-version-taken-lost",
         promise="a taken push version gets the destination fix",
         file=_CONSOLE,
@@ -314,6 +322,36 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=(
             "tests/rankcore/encoders/test_sentence.py::"
             "test_mpnet_embeddings_equal_the_reference_whatever_the_batch",
+        ),
+    ),
+    Mutation(
+        name="shared-tower-lends-queries",
+        promise="the evaluator takes only documents from other fold models' vectors, never queries",
+        file="components/ranking_evaluator/scoring.py",
+        find="if rank == 0 or r[0][0] == embeddings.DOCUMENT",
+        replace="if rank == 0 or r[0][0]",
+        tests=(
+            "tests/trainer_module/test_trainer_dual_encoder.py::"
+            "test_evaluator_takes_documents_from_trainers_of_the_same_frozen_tower",
+        ),
+    ),
+    Mutation(
+        name="trained-tower-lends-documents",
+        promise="only models with the same frozen document tower lend each other documents",
+        file="rankcore/embeddings.py",
+        find="return bool(meta.document_tower) and (",
+        replace="return True or (",
+        tests=("tests/rankcore/test_embeddings.py",),
+    ),
+    Mutation(
+        name="checkpoint-holds-frozen-towers",
+        promise="a training checkpoint leaves the frozen document tower and companion out",
+        file="trainer_module/models/dual_encoder.py",
+        find='        state = tf.Module(name="dual_encoder_state")',
+        replace='        return self\n        state = tf.Module(name="dual_encoder_state")',
+        tests=(
+            "tests/trainer_module/test_trainer_frozen_documents.py::"
+            "test_checkpoints_leave_the_frozen_towers_out",
         ),
     ),
     Mutation(

@@ -149,13 +149,14 @@ def run_fn(fn_args: Any) -> TrainResult:
     seconds["setup"] = time.monotonic() - start
     t0 = time.monotonic()
     result = controller.train()
-    if controller.restore_best():
+    restored_best = controller.restore_best()
+    if restored_best:
         logging.info("exporting best model (step %d)", result.best_step)
     seconds["train"] = time.monotonic() - t0
     dev = None
     if fn_args.eval_files:  # the exported (best) weights' scores of every dev candidate
         t0 = time.monotonic()
-        dev = controller.score_dev()
+        dev = controller.exported_dev_scores(restored_best)
         seconds["dev_scoring"] = time.monotonic() - t0
     result.fusion = choose_fusion(cfg, dev, result, seconds)
     result.seconds = seconds
@@ -185,7 +186,7 @@ def run_fn(fn_args: Any) -> TrainResult:
                 max_doc_length=max_d,
                 dim=len(next(iter(dev.vectors.values()))[1]),
                 count=len(dev.vectors),
-                split="dev",
+                split=embeddings.split_of(list(fn_args.eval_files)),
                 document_tower=controller.document_tower,
             ),
         )

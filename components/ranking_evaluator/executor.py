@@ -315,7 +315,10 @@ class Executor(base_beam_executor.BaseBeamExecutor):
             # a frozen document tower, the other Trainers' documents are this model's too.
             reuse = {
                 "candidate": scoring.reusable_embeddings(
-                    part.model_run, part.model_dir, [main_run, *(p.model_run for p in parts)]
+                    part.model_run,
+                    part.model_dir,
+                    [main_run, *(p.model_run for p in parts)],
+                    part.split,
                 )
             }
             scored, scored_by = self._score(

@@ -31,6 +31,12 @@ HINTS: list[tuple[str, str]] = [
         "trainer.warmup_steps, or keep trainer.clip_norm > 0",
     ),
     (
+        # Before the memory hint: TensorFlow reports a full disk as a ResourceExhaustedError too.
+        r"No space left on device|\[Errno 28\]",
+        "the disk is full: free space where the run writes (outputs/ or the pipeline root, and "
+        "the temp directory) and run again; a retried Trainer resumes from its last checkpoint",
+    ),
+    (
         r"ResourceExhaustedError|out of memory|OOM when allocating",
         "lower trainer.batch_size (or trainer.eval_batch_size / evaluator.batch_size)",
     ),

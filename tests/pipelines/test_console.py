@@ -218,6 +218,29 @@ def test_out_of_memory_from_tensorflow_gets_the_batch_size_hint() -> None:
     assert "lower trainer.batch_size" in fix
 
 
+def test_a_full_disk_gets_the_free_space_hint_not_the_memory_one() -> None:
+    # TensorFlow reports ENOSPC as a ResourceExhaustedError, as it does an OOM: a checkpoint
+    # save on a full disk got "lower trainer.batch_size". /dev/full fails every write so.
+    import tensorflow as tf
+
+    try:
+        try:
+            with tf.io.gfile.GFile("/dev/full", "w") as f:
+                f.write("x" * 100_000)
+        except tf.errors.ResourceExhaustedError as full:
+            raise RuntimeError("Trainer failed") from full
+    except RuntimeError as e:
+        name, _, _ = console_lib.describe_error(e)
+        fix = _fix_line(e)
+    assert name == "ResourceExhaustedError"
+    assert "the disk is full" in fix and "batch_size" not in fix
+    try:
+        with open("/dev/full", "w") as f:
+            f.write("x" * 100_000)
+    except OSError as e:  # Python's own: "[Errno 28] No space left on device"
+        assert "the disk is full" in _fix_line(e)
+
+
 def test_a_taken_version_gets_the_destination_hint(tmp_path: Path, monkeypatch) -> None:
     # The real push_new_version, with a rival pusher that publishes every version it picks
     # just before its rename: after `attempts` lost races it raises VersionExistsError.

@@ -237,16 +237,16 @@ def reference_scores(
 
 # --------------------------------------------------------------------- MPNet (all-mpnet-base-v2)
 
+# TINY_CONFIG's sizes under MPNet's keys (all-mpnet-base-v2's config.json has no token types
+# and no position_embedding_type; its positions start after the padding id).
 TINY_MPNET_CONFIG = {
+    **{
+        k: v
+        for k, v in TINY_CONFIG.items()
+        if k not in ("type_vocab_size", "position_embedding_type")
+    },
     "architectures": ["MPNetForMaskedLM"],
     "model_type": "mpnet",
-    "hidden_size": 32,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "intermediate_size": 64,
-    "hidden_act": "gelu",
-    "hidden_dropout_prob": 0.1,
-    "attention_probs_dropout_prob": 0.1,
     "max_position_embeddings": 40,
     "layer_norm_eps": 1e-5,
     "relative_attention_num_buckets": 32,

@@ -369,3 +369,18 @@ def test_export_traces_each_tower_once(frozen, transform_graph, tmp_path, monkey
     monkeypatch.setattr(BertEncoder, "call", counted)
     _export_and_embed(frozen[0].model, transform_graph, tmp_path)
     assert sorted(traces) == ["document_encoder", "encoder"]
+
+
+def test_the_exported_weights_dev_scores_are_the_last_validations(frozen, monkeypatch):
+    """Validated at the last step only, the exported (best = last) weights' dev scores are
+    the validation's, not scored a second time; other weights are scored again."""
+    controller, _ = frozen
+    step, validated = controller._last_dev
+    assert step == controller.total_steps == int(controller.best_step.numpy())
+    assert controller.exported_dev_scores(controller.restore_best()) is validated
+    assert controller.exported_dev_scores(False) is validated  # the last step's weights too
+    monkeypatch.setattr(controller, "_last_dev", (step - 1, validated))
+    again = controller.exported_dev_scores(True)
+    assert again is not validated and again.run.keys() == validated.run.keys()
+    for qid, docs in validated.run.items():
+        assert again.run[qid] == pytest.approx(docs, abs=1e-6)

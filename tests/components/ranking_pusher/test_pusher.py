@@ -250,8 +250,9 @@ def test_component_keeps_the_standard_pusher_interface() -> None:
         )
 
 
-def test_card_without_evaluation_or_data_says_so() -> None:
-    card = model_card.build(
+def _bare_card(pipeline_config: dict | None = None) -> dict:
+    """A card built from no evaluation and no datagen summary (version 5)."""
+    return model_card.build(
         version="5",
         serving_path="/srv/5",
         model_uri="/m",
@@ -259,9 +260,12 @@ def test_card_without_evaluation_or_data_says_so() -> None:
         evaluation=None,
         evaluation_uri=None,
         datagen_summary=None,
-        pipeline_config=None,
+        pipeline_config=pipeline_config,
     )
-    md = model_card.markdown(card)
+
+
+def test_card_without_evaluation_or_data_says_so() -> None:
+    md = model_card.markdown(_bare_card())
     assert "- not recorded (the Pusher was given no evaluation)" in md
     assert "- not recorded (the Pusher was given no datagen summary or config)" in md
 
@@ -274,16 +278,7 @@ def test_card_names_a_companion_encoder_and_its_share() -> None:
         "loss": "listwise_softmax",
         "dual_encoder": {"companion_checkpoint_dir": "/ckpt/mpnet", "companion_weight": 0.3},
     }
-    card = model_card.build(
-        version="1",
-        serving_path="/srv/1",
-        model_uri="/m",
-        model_id=1,
-        evaluation=None,
-        evaluation_uri=None,
-        datagen_summary=None,
-        pipeline_config={"trainer": trainer},
-    )
+    card = _bare_card({"trainer": trainer})
     md = model_card.markdown(card)
     assert "- companion encoder `/ckpt/mpnet`, used as it is" in md
     assert "a score 0.70 * the model's cosine + 0.30 * the companion's" in md
