@@ -201,19 +201,28 @@ def _fix_line(exc: BaseException) -> str:
     return fixes[0]
 
 
+def _wrapped(fail, error: type[BaseException]) -> tuple[str, str]:
+    """(error name, fix line) of what `fail()` raises (an `error`), wrapped as a component's
+    failure is."""
+    try:
+        try:
+            fail()
+        except error as inner:
+            raise RuntimeError("Trainer failed") from inner
+    except RuntimeError as e:
+        return console_lib.describe_error(e)[0], _fix_line(e)
+    raise AssertionError(f"{fail} raised nothing")
+
+
 def test_out_of_memory_from_tensorflow_gets_the_batch_size_hint() -> None:
     # A real allocation TensorFlow cannot make: the ResourceExhaustedError ("OOM when
     # allocating tensor ...") a too large batch raises, here wrapped as a component would be.
     import tensorflow as tf
 
-    try:
-        try:
-            tf.zeros([2**20, 2**20, 2**20], tf.float32)  # 4 EiB: fails at once, touches nothing
-        except tf.errors.ResourceExhaustedError as oom:
-            raise RuntimeError("Trainer failed") from oom
-    except RuntimeError as e:
-        name, _, _ = console_lib.describe_error(e)
-        fix = _fix_line(e)
+    name, fix = _wrapped(
+        lambda: tf.zeros([2**20, 2**20, 2**20], tf.float32),  # 4 EiB: fails at once
+        tf.errors.ResourceExhaustedError,
+    )
     assert name == "ResourceExhaustedError"
     assert "lower trainer.batch_size" in fix
 
@@ -223,22 +232,17 @@ def test_a_full_disk_gets_the_free_space_hint_not_the_memory_one() -> None:
     # save on a full disk got "lower trainer.batch_size". /dev/full fails every write so.
     import tensorflow as tf
 
-    try:
-        try:
-            with tf.io.gfile.GFile("/dev/full", "w") as f:
-                f.write("x" * 100_000)
-        except tf.errors.ResourceExhaustedError as full:
-            raise RuntimeError("Trainer failed") from full
-    except RuntimeError as e:
-        name, _, _ = console_lib.describe_error(e)
-        fix = _fix_line(e)
+    def write_to_full_disk() -> None:
+        with tf.io.gfile.GFile("/dev/full", "w") as f:
+            f.write("x" * 100_000)
+
+    name, fix = _wrapped(write_to_full_disk, tf.errors.ResourceExhaustedError)
     assert name == "ResourceExhaustedError"
     assert "the disk is full" in fix and "batch_size" not in fix
-    try:
+    with pytest.raises(OSError) as python_error:  # "[Errno 28] No space left on device"
         with open("/dev/full", "w") as f:
             f.write("x" * 100_000)
-    except OSError as e:  # Python's own: "[Errno 28] No space left on device"
-        assert "the disk is full" in _fix_line(e)
+    assert "the disk is full" in _fix_line(python_error.value)
 
 
 def test_a_taken_version_gets_the_destination_hint(tmp_path: Path, monkeypatch) -> None:

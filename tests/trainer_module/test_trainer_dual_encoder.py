@@ -467,20 +467,27 @@ def test_embedding_signatures_match_the_pair_signatures(zero_shot, transform_gra
     assert not long or not np.allclose(query_vectors[long], doc_vectors[long], atol=1e-3)
 
 
-def _score_dev_split(args, tmp_path, name: str, reuse: str | None) -> tuple[dict, dict]:
-    """The evaluator's scoring pass (score_split) over the Trainer's own dev split."""
-    split_uri = os.path.dirname(args.eval_files[0])  # <examples>/Split-dev
+def _score(split_uri: str, model_dir: str, out: str, stored) -> tuple[dict, dict]:
+    """The evaluator's scoring pass (score_split) of one split by one model, taking the
+    `stored` vectors (scoring.reusable_embeddings; None: none); (run, phases)."""
     phases: dict = {}
     runs, _ = scoring.score_split(
         beam.Pipeline,
         [split_uri],
-        {"candidate": args.serving_model_dir},
+        {"candidate": model_dir},
         batch_size=3,
-        scores_prefix=str(tmp_path / name / "p"),
+        scores_prefix=os.path.join(out, "p"),
         phases=phases,
-        reuse={"candidate": scoring.reusable_embeddings(reuse, args.serving_model_dir)},
+        reuse={"candidate": stored},
     )
     return runs["candidate"], phases
+
+
+def _score_dev_split(args, tmp_path, name: str, reuse: str | None) -> tuple[dict, dict]:
+    """The evaluator's scoring pass over the Trainer's own dev split."""
+    split_uri = os.path.dirname(args.eval_files[0])  # <examples>/Split-dev
+    stored = scoring.reusable_embeddings(reuse, args.serving_model_dir)
+    return _score(split_uri, args.serving_model_dir, str(tmp_path / name), stored)
 
 
 def _assert_same_run(got: dict, want: dict) -> None:
@@ -563,22 +570,8 @@ def test_evaluator_takes_documents_from_trainers_of_the_same_frozen_tower(
     stored = scoring.reusable_embeddings(a.model_run_dir, a.serving_model_dir, runs, "test")
     assert stored.document_paths == (embeddings.vectors_path(b.model_run_dir),)
     test_split = os.path.join(lists_examples_dir, "Split-test")
-
-    def score(name: str, reuse) -> tuple[dict, dict]:
-        phases: dict = {}
-        runs, _ = scoring.score_split(
-            beam.Pipeline,
-            [test_split],
-            {"candidate": a.serving_model_dir},
-            batch_size=3,
-            scores_prefix=str(tmp_path / name / "p"),
-            phases=phases,
-            reuse={"candidate": reuse},
-        )
-        return runs["candidate"], phases
-
-    want, fresh = score("fresh", None)
-    got, reused = score("shared", stored)
+    want, fresh = _score(test_split, a.serving_model_dir, str(tmp_path / "fresh"), None)
+    got, reused = _score(test_split, a.serving_model_dir, str(tmp_path / "shared"), stored)
     _assert_same_run(got, want)
     queries = len(want)
     documents = fresh["texts_embedded"] - queries
