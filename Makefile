@@ -79,7 +79,7 @@ bench-datagen: setup
 bench-trainer: setup
 	.venv/bin/python tests/benchmarks/bench_trainer.py
 
-# The quality table (README "Running it on real collections"): every system a real pipeline run
+# The quality tables (docs/results.md): every system a real pipeline run
 # on CPU, with the real all-MiniLM-L6-v2 checkpoint (about an hour on 2 cores).
 bench-quality: pretrained
 	.venv/bin/python tests/benchmarks/bench_quality.py
@@ -96,7 +96,7 @@ BEFORE ?= ba5a7bf
 bench-overhead: pretrained
 	.venv/bin/python tests/benchmarks/bench_overhead.py --before $(BEFORE) --scale
 
-# Each README promise broken on purpose (tests/mutations.py): its tests must go red
+# Each documented promise broken on purpose (tests/mutations.py): its tests must go red
 # (docs/testing.md; not in CI: about 25 minutes on 2 cores). NAMES="fusion-alpha-ignored ..." for some.
 mutations: setup
 	.venv/bin/python scripts/run_mutations.py $(NAMES)

@@ -8,6 +8,8 @@ rankpipe config show CONFIG [--set ...]          print the resolved config
 rankpipe data demo OUT_DIR [--seed N]            write the demo collection
 rankpipe eval QRELS RUN [trec_eval flags]        trec_eval-compatible metrics
 rankpipe compare QRELS RUN_A RUN_B -m MEASURE    paired significance tests
+rankpipe rerank MODEL RUN --queries Q --documents D [--output OUT] [--depth K]
+                                                 rerank a TREC run with a pushed model
 rankpipe runs [PIPELINE]                         past runs of a pipeline, from its MLMD store
 """
 
@@ -19,6 +21,7 @@ import logging
 import os
 import sys
 import time
+import warnings
 
 import yaml
 
@@ -74,6 +77,8 @@ def run_summary(config) -> str:
         for m in dict.fromkeys(shown):
             lines.append(f"  {m:<14}" + "".join(f"{agg[s][m]:>16.4f}" for _, s in columns))
         lines += [f"  not blessed: {r}" for r in metrics["reasons"]]
+        if metrics.get("baseline_skipped"):
+            lines.append(f"  no baseline: {metrics['baseline_skipped']}")
         lines.append(f"Report: {os.path.join(evaluation.uri, 'report.md')}")
     if pushed is not None and pushed.custom_properties["pushed"].int_value == 1:
         lines.append(f"Pushed model: {pushed.custom_properties['pushed_destination'].string_value}")
@@ -83,7 +88,23 @@ def run_summary(config) -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from pipelines import interrupts
+
+    # SIGINT (Ctrl-C) and SIGTERM stop the run and exit 130 / 143, the interrupted execution
+    # cancelled and its partial outputs removed (pipelines/interrupts.py).
+    with interrupts.InterruptGuard() as guard:
+        try:
+            return _run_pipeline(args, guard)
+        except KeyboardInterrupt:  # outside the runner: loading the config, or after the run
+            with guard.quiet():
+                print(interrupts.message(guard.component, guard.signal_name), file=sys.stderr)
+            return guard.exit_code
+
+
+def _run_pipeline(args: argparse.Namespace, guard) -> int:
+    """`rankpipe run` under the interrupt guard: the console, the runner, the summary."""
     from pipelines import console as console_lib
+    from pipelines import interrupts
 
     start = time.time()
     with console_lib.EarlyCapture(enabled=not args.verbose) as early:
@@ -96,13 +117,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     if error is not None:  # raised outside the capture, for main() to print (exit 2)
         raise error
     log_path = console_lib.log_path_for(config.runner.pipeline_root)
-    block, code = None, 0
+    block, code, runner = None, 0, None
     with console_lib.RunConsole(
         log_path,
         verbose=args.verbose,
         metadata_path=config.runner.metadata_path,
         preamble=early.text,
+        check=guard.check,
     ) as console:
+        guard.where = lambda: console.current.name if console.current else None
         console.print(
             f"rankpipe: running pipeline {config.runner.pipeline_name!r} ({config.source})"
         )
@@ -112,19 +135,27 @@ def cmd_run(args: argparse.Namespace) -> int:
         try:
             from pipelines import local_runner
 
-            local_runner.run(config, console=console)
+            runner = local_runner.IrKeepingDagRunner()
+            local_runner.run(config, console=console, runner=runner)
+            guard.check()  # a signal whose exception the last component swallowed
         except (Exception, KeyboardInterrupt) as e:  # noqa: BLE001  (reported, then exit 1)
-            component = console.fail()
-            console_lib.log_exception(e)
-            if isinstance(e, KeyboardInterrupt):
-                block, code = f"rankpipe: interrupted; log: {log_path}", 130
-            elif isinstance(e, ConfigError):  # a config problem found by a component
-                block, code = _config_error_block(str(e)), 2
+            if guard.interrupted or isinstance(e, KeyboardInterrupt):
+                with guard.quiet():
+                    block = interrupts.after_interrupt(guard, console, runner, config, log_path, e)
+                code = guard.exit_code
             else:
-                block, code = console_lib.error_block(component, e, log_path, args.verbose), 1
+                component = console.fail()
+                console_lib.log_exception(e)
+                if isinstance(e, ConfigError):  # a config problem found by a component
+                    block, code = _config_error_block(str(e)), 2
+                else:
+                    block, code = console_lib.error_block(component, e, log_path, args.verbose), 1
         finally:
             sys.argv = argv
-        summary = run_summary(config) if code == 0 else None
+        with guard.quiet():  # the run has finished: a signal now only skips the summary
+            summary = run_summary(config) if code == 0 else None
+    if block is None and guard.interrupted:
+        block, code = interrupts.message(None, guard.signal_name, finished=True), guard.exit_code
     if block is not None:
         print(block, file=sys.stderr)
         return code
@@ -138,6 +169,41 @@ def _config_error_block(message: str) -> str:
     from pipelines.console import config_fix
 
     return f"rankpipe: config error: {message}\n  fix:   {config_fix(message)}"
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    from pipelines import init_collection
+
+    try:
+        result = init_collection.init(
+            args.dir,
+            args.collection,
+            name=args.name,
+            force=args.force,
+            overrides={k: getattr(args, k) for k in ("documents", "queries", "qrels")},
+            recipe=args.recipe,
+        )
+    except init_collection.InitError as e:
+        print(f"rankpipe: {e}", file=sys.stderr)
+        return 2
+    layout = result.layout
+    print(f"rankpipe: {args.collection}: a {layout.kind} collection")
+    print(f"  documents  {layout.documents} ({layout.documents_format})")
+    print(f"  queries    {layout.queries} ({layout.queries_format})")
+    print(f"  qrels      {layout.qrels} ({layout.qrels_format})")
+    for note in layout.notes:
+        print(f"  {note}")
+    if not result.pretrained and args.recipe == "scratch":
+        print("  recipe: KNRM from scratch (--recipe scratch)")
+    elif not result.pretrained:
+        print(
+            "  recipe: KNRM from scratch: the pretrained checkpoints are not installed, and the "
+            "shipped recipe needs them (`make pretrained`, then `rankpipe init --force ...`)"
+        )
+    else:
+        print("  recipe: the shipped one (MiniLM dual encoder + MPNet companion, feedback, fusion)")
+    print(f"Wrote {result.config_path}\nRun it:  rankpipe run {result.config_path}")
+    return 0
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
@@ -163,7 +229,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
         ]
     for i, (name, path) in enumerate(stores):
         try:
-            rows = runs.list_runs(runs.open_store(path))
+            rows = runs.list_runs(runs.open_store(path), os.path.dirname(os.path.abspath(path)))
         except FileNotFoundError as e:
             known = ", ".join(runs.pipelines_under(outputs)) or "none"
             print(f"rankpipe: {e}; pipelines under {outputs}: {known}", file=sys.stderr)
@@ -220,14 +286,72 @@ def cmd_config_show(args: argparse.Namespace) -> int:
 def cmd_data_demo(args: argparse.Namespace) -> int:
     from pipelines import demo_data
 
-    paths = demo_data.generate(args.out_dir, args.seed, args.num_documents, args.num_queries)
+    try:
+        paths = demo_data.generate(args.out_dir, args.seed, args.num_documents, args.num_queries)
+    except demo_data.NotADemoDirectory as e:
+        print(f"rankpipe: {e}", file=sys.stderr)
+        return 1
     for name, path in paths.items():
         print(f"{name}: {path}")
     return 0
 
 
+def cmd_rerank(args: argparse.Namespace) -> int:
+    from components.ranking_evaluator import rerank
+
+    try:
+        ranked = rerank.rerank_run(
+            args.model,
+            args.run,
+            args.queries,
+            args.documents,
+            queries_format=args.queries_format,
+            documents_format=args.documents_format,
+            depth=args.depth,
+            scores=args.scores,
+        )
+        text = rerank.format_run(ranked, args.runid)
+    except OSError as e:
+        where = f"cannot read {e.filename}: {e.strerror}" if e.filename else str(e)
+        print(f"rankpipe rerank: {where}", file=sys.stderr)
+        return 2
+    except ValueError as e:  # bad input lines (file:line), texts missing, a bad format name
+        print(f"rankpipe rerank: {e}", file=sys.stderr)
+        return 2
+    if args.output is None:
+        sys.stdout.write(text)
+        return 0
+    from rankcore.file_io import write_text_atomic
+
+    write_text_atomic(args.output, text)
+    documents = sum(len(docs) for docs in ranked.values())
+    print(f"rankpipe rerank: {len(ranked)} queries, {documents} documents -> {args.output}")
+    return 0
+
+
+def _version() -> str:
+    """The installed project's version (pyproject.toml's, through the package metadata)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("rankpipe")
+    except metadata.PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
+
+
+def quiet_start_up() -> None:
+    """Keeps what a user cannot act on out of every command but `run` (which sends it to its
+    log file): TensorFlow's C++ start-up lines (CUDA, cuFFT/cuDNN/cuBLAS, oneDNN, TensorRT) and
+    the FutureWarnings google-api-core and google-auth print when Beam or TensorFlow import them
+    (this Python version's and grpcio's support notices). Set before anything imports
+    TensorFlow; a TF_CPP_MIN_LOG_LEVEL of the user's own is kept."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    warnings.filterwarnings("ignore", category=FutureWarning, module=r"google\.")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rankpipe", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--version", action="version", version=f"rankpipe {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     def with_config(p: argparse.ArgumentParser) -> None:
@@ -313,6 +437,69 @@ def _parser() -> argparse.ArgumentParser:
     ):
         sub.add_parser(name, help=text, add_help=False)
 
+    p = sub.add_parser(
+        "init",
+        help="write DIR/rankpipe.yaml for a collection (BEIR, TREC, MS MARCO TSV, Cranfield), "
+        "recognised by its files",
+    )
+    p.add_argument("dir", help="where the config goes (a new directory outside the collection)")
+    p.add_argument("--collection", required=True, metavar="PATH", help="the collection's folder")
+    p.add_argument("--name", help="the collection's label in reports (default: its folder name)")
+    p.add_argument("--force", action="store_true", help="write DIR/rankpipe.yaml again")
+    p.add_argument(
+        "--recipe",
+        choices=("auto", "shipped", "scratch"),
+        default="auto",
+        help="shipped: MiniLM dual encoder + MPNet companion (needs `make pretrained`); "
+        "scratch: KNRM trained from scratch; auto (default): shipped where installed",
+    )
+    for key in ("documents", "queries", "qrels"):
+        p.add_argument(f"--{key}", metavar="FILE", help=f"the {key} file, where init cannot tell")
+    p.set_defaults(func=cmd_init)
+
+    p = sub.add_parser(
+        "rerank",
+        help="rerank a TREC run with a pushed model: rankpipe rerank MODEL RUN --queries Q "
+        "--documents D",
+        description="Rerank each query's candidates in a TREC run with a pushed model and "
+        "write the new TREC run (to stdout unless --output). The scores are the model's "
+        "rank_candidates signature's: the reranker fused with the run's scores as the Trainer "
+        "chose, the ranking the RankingEvaluator blessed (--scores reranker: the model alone).",
+    )
+    p.add_argument(
+        "model",
+        help="a pushed SavedModel (<pusher.destination>/<version>) or a push destination "
+        "(its newest version)",
+    )
+    p.add_argument("run", help="the TREC run to rerank (qid Q0 docid rank score runid)")
+    p.add_argument("--queries", required=True, help="queries file or glob")
+    p.add_argument("--documents", required=True, help="documents file or glob")
+    p.add_argument(
+        "--queries-format",
+        help="beir_queries, trec_topics, msmarco_tsv or cranfield (default: from the first lines)",
+    )
+    p.add_argument(
+        "--documents-format",
+        help="beir_corpus, trec_sgml, msmarco_tsv or cranfield (default: from the first lines)",
+    )
+    p.add_argument("--output", help="write the run here (atomically: a temp file, then a rename)")
+    p.add_argument(
+        "--depth",
+        type=int,
+        help="rerank each query's top K candidates (trec_eval's order) and leave the rest "
+        "out (default: all)",
+        metavar="K",
+    )
+    p.add_argument("--runid", default="rankpipe", help="the run's runid column [rankpipe]")
+    p.add_argument(
+        "--scores",
+        choices=("fused", "reranker"),
+        default="fused",
+        help="fused [default]: as the evaluator ranks (fusion, feedback as chosen); "
+        "reranker: the model's own scores",
+    )
+    p.set_defaults(func=cmd_rerank)
+
     p = sub.add_parser("runs", help="past runs of a pipeline (newest first), from its MLMD store")
     p.add_argument(
         "pipeline",
@@ -326,6 +513,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] != ["run"]:
+        quiet_start_up()
     # eval/compare keep trec_eval's own flag syntax, so they bypass argparse here.
     if argv and argv[0] in ("eval", "compare"):
         from components.ranking_evaluator import eval_cli
@@ -333,7 +522,12 @@ def main(argv: list[str] | None = None) -> int:
         return (eval_cli.eval_main if argv[0] == "eval" else eval_cli.compare_main)(argv[1:])
     args = _parser().parse_args(argv)
     if args.command not in ("run", "runs"):  # `run` sets up its own console and log file
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+        # config and rerank print their result alone: no INFO lines of the libraries.
+        quiet = args.command in ("config", "rerank")
+        logging.basicConfig(
+            level=logging.WARNING if quiet else logging.INFO,
+            format="%(asctime)s %(levelname)s %(message)s",
+        )
     try:
         return args.func(args)
     except ConfigError as e:

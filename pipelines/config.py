@@ -2,7 +2,7 @@
 
 `load_config(path, overrides)` reads a YAML file, applies `--set key=value` overrides, checks
 every key and type, expands `${VAR}` in paths, and checks that input files exist, all before any
-component runs. Every field is documented in README.md ("Configuration reference").
+component runs. Every field is documented in docs/config-reference.md (from the fields' comments).
 
 Each section's dataclass lives beside its owner (issue 19): collection and datagen in
 components/ranking_datagen/config.py, evaluator and pusher in their component packages, trainer
@@ -180,7 +180,7 @@ class KubeflowConfig:
     # from taskInfo.name, resolveUpstreamArtifacts reads tasks[producerTask] from
     # metadata/client.go GetExecutionsInDAG), so every task with an input fails with "cannot
     # find producer task". true: KFP >= 2.14 (the task key travels as --task_name,
-    # kubeflow/pipelines#11938, #12061) or Vertex AI.
+    # kubeflow/pipelines#11938 and kubeflow/pipelines#12061) or Vertex AI.
     display_names: bool = False
 
     def __post_init__(self) -> None:
@@ -235,7 +235,14 @@ _PATH_KEYS = {
     "collection": ("documents", "queries", "qrels", "first_stage_run"),
     "datagen.vocab": ("vocab_file",),
     "datagen.hybrid": ("checkpoint_dir",),
-    "datagen.split": ("train_qids", "dev_qids", "test_qids"),
+    "datagen.split": (
+        "train_qids",
+        "dev_qids",
+        "test_qids",
+        "train_qrels",
+        "dev_qrels",
+        "test_qrels",
+    ),
     "trainer.bert": ("checkpoint_dir",),
     "trainer.dual_encoder": ("checkpoint_dir", "companion_checkpoint_dir"),
     "pusher": ("destination",),
@@ -257,24 +264,52 @@ def resolve_config_path(name: str) -> Path:
 def load_config(
     path: str | Path, overrides: list[str] | None = None, check_inputs: bool = True
 ) -> PipelineConfig:
-    """Loads, overrides, type-checks and path-checks a pipeline config."""
+    """Loads, overrides, type-checks and path-checks a pipeline config.
+
+    Every problem found in a stage is reported at once (one ConfigError, a line each): the
+    --set keys, the keys and types of all sections, then the checks across sections and the
+    input paths, then the first records of the collection files and the qrels' grades (which
+    read files, so only once the paths are right)."""
     path = resolve_config_path(str(path))
     source = str(path)
     data = config_loader.load_yaml(path)
+    problems: list[str] = []
+    overridden: list[str] = []
     for text in overrides or []:
-        key, value = config_loader.parse_override(text)
-        config_loader.apply_override(data, key, value)
+        try:
+            key, value = config_loader.parse_override(text)
+            config_loader.check_key(PipelineConfig, key)  # a typo names the --set, not the file
+            config_loader.apply_override(data, key, value)
+        except ConfigError as e:
+            problems.extend(e.problems)
+        else:
+            overridden.append(key)
     if "collection" not in data:
-        raise ConfigError(f"{source}: missing section 'collection'")
-    config = config_loader.build(PipelineConfig, data, source)
+        problems.append(f"{source}: missing section 'collection'")
+        # Placeholder paths, so that the other sections' problems are found in this round too.
+        data["collection"] = dict.fromkeys(("documents", "queries", "qrels"), "-")
+    try:
+        config = config_loader.build(PipelineConfig, data, source, overrides=overridden)
+    except ConfigError as e:
+        problems.extend(e.problems)
+    if problems:
+        raise ConfigError(problems)
     config.source = source
-    check_cross_validation(config)
-    check_training_lists(config)
-    _expand_paths(config, source)
+    checks: list = [check_cross_validation, check_training_lists, _expand_paths]
     if check_inputs:
-        check_input_paths(config)
+        checks += [check_input_paths, check_worker_paths]
+    for check in checks:
+        try:
+            check(config)
+        except ConfigError as e:
+            problems.extend(e.problems)
+            if check is _expand_paths:
+                break  # the paths checked next would be the unexpanded ones
+    if problems:
+        raise ConfigError(problems)
+    if check_inputs:
+        check_input_contents(config)
         check_positive_threshold(config)
-        check_worker_paths(config)
     return config
 
 
@@ -311,8 +346,11 @@ def check_training_lists(config: PipelineConfig) -> None:
         )
 
 
-def _expand_paths(config: PipelineConfig, source: str) -> None:
+def _expand_paths(config: PipelineConfig) -> None:
+    """${VAR} expanded and relative paths made absolute, every unset variable named."""
+    source = config.source
     defaults = dict(PATH_DEFAULTS, RANKPIPE_PIPELINE_NAME=config.runner.pipeline_name)
+    problems = []
     for section, keys in _PATH_KEYS.items():
         obj = config
         for part in section.split("."):
@@ -324,17 +362,22 @@ def _expand_paths(config: PipelineConfig, source: str) -> None:
             try:
                 expanded = config_loader.expand_env(value, defaults)
             except KeyError as e:
-                raise ConfigError(
+                problems.append(
                     f"{source}: {section}.{key}: environment variable {e.args[0]} is not set"
-                ) from None
+                )
+                continue
             if "://" not in expanded and not os.path.isabs(expanded):
                 expanded = str((REPO_ROOT / expanded).resolve())
             setattr(obj, key, expanded)
+    if problems:
+        raise ConfigError(problems)
 
 
 def check_input_paths(config: PipelineConfig) -> None:
-    """Fails, naming the key, when an input file is missing (demo files are made on demand)."""
+    """Fails, naming each key, when input files are missing (demo files are made on demand);
+    a missing checkpoint names the key in use (trainer.<model>.checkpoint_dir, ...)."""
     if config.collection.demo.enabled:
+        check_demo_paths(config)
         return
     checks = [
         ("collection.documents", config.collection.documents),
@@ -345,6 +388,9 @@ def check_input_paths(config: PipelineConfig) -> None:
         ("datagen.split.train_qids", config.datagen.split.train_qids),
         ("datagen.split.dev_qids", config.datagen.split.dev_qids),
         ("datagen.split.test_qids", config.datagen.split.test_qids),
+        ("datagen.split.train_qrels", config.datagen.split.train_qrels),
+        ("datagen.split.dev_qrels", config.datagen.split.dev_qrels),
+        ("datagen.split.test_qrels", config.datagen.split.test_qrels),
     ]
     model = config.trainer.model
     if model in ("bert", "dual_encoder"):
@@ -363,16 +409,53 @@ def check_input_paths(config: PipelineConfig) -> None:
     checks.append(
         ("datagen.hybrid.checkpoint_dir", hybrid and os.path.join(hybrid, "model.safetensors"))
     )
+    problems = []
     for key, value in checks:
-        for missing in (MISSING_PRETRAINED, MISSING_PRETRAINED_MPNET):
-            if value and value.startswith(missing):
-                raise ConfigError(
-                    f"{config.source}: {key}: the pretrained {os.path.basename(missing)} "
-                    "checkpoint is not installed; run `make pretrained` (or point the key at a "
-                    "checkpoint directory)"
-                )
-        if value and "://" not in value and not glob.glob(value):
-            raise ConfigError(f"{config.source}: {key}: no such file: {value}")
+        pretrained = (MISSING_PRETRAINED, MISSING_PRETRAINED_MPNET)
+        missing = next((m for m in pretrained if value and value.startswith(m)), None)
+        if missing:
+            problems.append(
+                f"{config.source}: {key}: the pretrained {os.path.basename(missing)} "
+                "checkpoint is not installed; run `make pretrained` (or point the key at a "
+                "checkpoint directory)"
+            )
+        elif value and "://" not in value and not glob.glob(value):
+            problems.append(f"{config.source}: {key}: no such file: {value}")
+    if problems:
+        raise ConfigError(problems)
+
+
+def check_demo_paths(config: PipelineConfig) -> None:
+    """With `collection.demo.enabled`, the generated collection goes under the outputs
+    directory (or the pipeline root), never into a directory the user named: a mistyped path
+    to the user's own collection once made the demo overwrite their corpus. Checked before
+    anything is written; the generator itself also refuses a directory it does not own."""
+    coll = config.collection
+    directory = os.path.dirname(coll.documents)
+    names = {"collection.documents": "corpus.jsonl", "collection.queries": "queries.jsonl"}
+    names["collection.qrels"] = "qrels.txt"
+    paths = dict(zip(names, (coll.documents, coll.queries, coll.qrels)))
+    fix = "to read your own collection set collection.demo.enabled: false (or: rankpipe init)"
+    if "://" in coll.documents:
+        raise ConfigError(
+            f"{config.source}: collection.documents: {coll.documents}: the demo collection is "
+            f"generated on this machine's disk, under the outputs directory; {fix}"
+        )
+    for key, path in paths.items():
+        if path != os.path.join(directory, names[key]):
+            raise ConfigError(
+                f"{config.source}: {key}: {path}: collection.demo.enabled generates "
+                f"corpus.jsonl, queries.jsonl and qrels.txt in one directory; {fix}"
+            )
+    outputs = config_loader.expand_env("${RANKPIPE_OUTPUTS}", PATH_DEFAULTS)
+    owned = [os.path.realpath(outputs), os.path.realpath(config.runner.pipeline_root)]
+    real = os.path.realpath(directory)
+    if not any(real == o or real.startswith(o + os.sep) for o in owned):
+        raise ConfigError(
+            f"{config.source}: collection.documents: {coll.documents}: "
+            "collection.demo.enabled generates the demo collection, which goes under the "
+            f"outputs directory ({outputs}), not into {directory}; {fix}"
+        )
 
 
 def check_worker_paths(config: PipelineConfig) -> None:
@@ -414,12 +497,16 @@ def check_positive_threshold(config: PipelineConfig) -> None:
         return
     # Lazy: the readers import Beam, which `rankpipe config` and the compilers do not need.
     from components.ranking_datagen import collection as collection_io
-    from components.ranking_datagen import sampling, splits
+    from components.ranking_datagen import readers, sampling, splits
 
-    # Bad records are the executor's to report (with its policy); here they are only skipped.
-    qrels = collection_io.read_qrels(
-        coll.qrels, coll.qrels_format, collection_io.BadRecordReport("skip")
-    ).qrels
+    # Read under datagen.on_bad_record, as RankingDataGen reads them: under fail its file:line
+    # error comes first (a file in another format is refused under skip too), not the
+    # threshold's "grades found: none" after every line was skipped.
+    report = collection_io.BadRecordReport(cfg.on_bad_record)
+    try:
+        qrels = collection_io.read_qrels(coll.qrels, coll.qrels_format, report).qrels
+    except (readers.BadRecordError, readers.EmptyInputError) as e:
+        raise ConfigError(_reader_problem(e, "collection.qrels")) from None
     split_cfg = cfg.split
     if config.evaluator.cross_validation.folds:
         split_of = dict.fromkeys(qrels, "train")  # every query trains in some fold branch
@@ -427,6 +514,18 @@ def check_positive_threshold(config: PipelineConfig) -> None:
         if "://" in (split_cfg.train_qids or "://"):
             return
         split_of = {qid: "train" for _, qid in splits.read_qid_list(split_cfg.train_qids)}
+    elif split_cfg.method == "qrels_files":
+        if any("://" in (p or "") for p in (split_cfg.train_qrels, split_cfg.dev_qrels)):
+            return
+        split_of = splits.qrels_file_split(
+            split_cfg.train_qrels,
+            split_cfg.dev_qrels,
+            split_cfg.test_qrels,
+            coll.qrels_format,
+            split_cfg.num_folds,
+            split_cfg.dev_fold,
+            split_cfg.seed,
+        ).assignment
     else:
         split_of = splits.kfold_assignment(
             qrels, split_cfg.num_folds, split_cfg.dev_fold, split_cfg.test_fold, split_cfg.seed
@@ -436,6 +535,55 @@ def check_positive_threshold(config: PipelineConfig) -> None:
             cfg.sampling.positive_threshold, sampling.train_grades(split_of, qrels)
         )
     except sampling.ThresholdError as e:
+        skipped = report.count()
+        note = (
+            f"; {skipped} bad qrels records skipped (datagen.on_bad_record: skip), the first: "
+            f"{report.first_example('qrels')}"
+            if skipped
+            else ""
+        )
         raise ConfigError(
-            f"{config.source}: datagen.sampling.positive_threshold: {e} (qrels: {coll.qrels})"
+            f"{config.source}: datagen.sampling.positive_threshold: {e} (qrels: {coll.qrels}{note})"
         ) from None
+
+
+def _reader_problem(error: Exception, key: str) -> str:
+    """A reader's error as a config problem line: its `<file>:<line>: <problem>` first, then the
+    key, unless the problem names its collection key already (a format to set)."""
+    text = str(error)
+    return text if "collection." in text else f"{text} ({key})"
+
+
+def check_input_contents(config: PipelineConfig) -> None:
+    """Fails, naming the file (and line) and the key, when a local collection file is empty, is
+    in another format than its key says ("looks like BEIR corpus (JSON lines), not msmarco_tsv
+    (...): set collection.documents_format: beir_corpus"), or, under `datagen.on_bad_record:
+    fail`, has a bad first record: each read only as far as its first record
+    (collection.check_first_record), before any component runs, not by RankingDataGen after
+    the pipeline started. Local files only: RankingDataGen reports object-store ones."""
+    coll = config.collection
+    if coll.demo.enabled:
+        return
+    # Lazy: the readers import Beam, which `rankpipe config` and the compilers do not need.
+    from components.ranking_datagen import collection as collection_io
+    from components.ranking_datagen import readers
+
+    inputs = [
+        (readers.DOCUMENTS, "collection.documents", coll.documents, coll.documents_format),
+        (readers.QUERIES, "collection.queries", coll.queries, coll.queries_format),
+        (readers.QRELS, "collection.qrels", coll.qrels, coll.qrels_format),
+        (readers.RUN, "collection.first_stage_run", coll.first_stage_run, "trec_run"),
+    ]
+    problems = []
+    for kind, key, pattern, fmt in inputs:
+        if not pattern or "://" in pattern:
+            continue
+        options = {"allow_empty_text": coll.allow_empty_documents} if kind == "documents" else {}
+        try:
+            collection_io.check_first_record(
+                pattern, kind, fmt, config.datagen.on_bad_record, **options
+            )
+        except (readers.BadRecordError, readers.EmptyInputError) as e:
+            problems.append(_reader_problem(e, key))
+    if problems:
+        raise ConfigError(problems)

@@ -1,8 +1,9 @@
-"""Generates the README's configuration reference from the config dataclasses themselves.
+"""Generates docs/config-reference.md from the config dataclasses themselves.
 
 Each key's description is the comment on or just above its field, so the reference cannot drift
-from the code: tests/pipelines/test_config_reference.py fails when README.md is out of date.
-Regenerate with `.venv/bin/python -m pipelines.config_reference --write`.
+from the code: tests/pipelines/test_config_reference.py fails when docs/config-reference.md is out
+of date. Regenerate with `.venv/bin/python -m pipelines.config_reference --write`; without
+`--write` the table is printed.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 
 from pipelines.config import PipelineConfig
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+REFERENCE = Path(__file__).resolve().parent.parent / "docs" / "config-reference.md"
 BEGIN, END = "<!-- config-reference:begin -->", "<!-- config-reference:end -->"
 _FIELD = re.compile(r"^\s+(\w+):")
 
@@ -91,13 +92,14 @@ def markdown() -> str:
     return "\n".join(lines)
 
 
-def render_readme(text: str) -> str:
+def render(text: str) -> str:
+    """The text with the table between the begin and end markers regenerated."""
     start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
     return text[:start] + "\n" + markdown() + "\n" + text[end:]
 
 
 if __name__ == "__main__":
     if "--write" in sys.argv:
-        README.write_text(render_readme(README.read_text()))
+        REFERENCE.write_text(render(REFERENCE.read_text()))
     else:
         print(markdown())

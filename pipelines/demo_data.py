@@ -11,10 +11,21 @@ For demos only: tests of real behaviour use the collections in ../shared/data.
 from __future__ import annotations
 
 import json
+import os
 import random
+import shutil
 from pathlib import Path
 
-from rankcore.file_io import write_text_atomic
+
+FILE_NAMES = {"documents": "corpus.jsonl", "queries": "queries.jsonl", "qrels": "qrels.txt"}
+# Written beside the files: a directory without it holds somebody else's data, which the demo
+# never overwrites (a mistyped collection path once made it overwrite a user's corpus).
+MARKER = ".rankpipe-demo"
+
+
+class NotADemoDirectory(ValueError):
+    """The directory holds files the demo generator did not write."""
+
 
 _SYLLABLES = "ka lo mi re su ta ne vo pi da ru so fe li go ma ze tu ni bo".split()
 
@@ -61,18 +72,65 @@ def generate(
                 qrels.append((qid, docid, 0))
 
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = {
-        "documents": str(out / "corpus.jsonl"),
-        "queries": str(out / "queries.jsonl"),
-        "qrels": str(out / "qrels.txt"),
-    }
-    write_text_atomic(
-        paths["documents"],
-        "".join(json.dumps({"_id": d, "title": "", "text": t}) + "\n" for d, _, t in docs),
+    check_writable(out)
+    # Written whole into a sibling directory first, then moved in: an interrupted or failed
+    # generation leaves no half collection where a run would read it. (Plain files, not
+    # rankcore.file_io: its TensorFlow import would cost `rankpipe data demo` seconds.)
+    staging = out.parent / f".{out.name}.partial-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    try:
+        texts = {
+            "documents": "".join(
+                json.dumps({"_id": d, "title": "", "text": t}) + "\n" for d, _, t in docs
+            ),
+            "queries": "".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in queries),
+            "qrels": "".join(f"{q} 0 {d} {g}\n" for q, d, g in qrels),
+        }
+        for key, text in texts.items():
+            (staging / FILE_NAMES[key]).write_text(text)
+        (staging / MARKER).write_text(marker_text(seed, num_documents, num_queries))
+        if not out.exists():
+            os.rename(staging, out)
+        else:  # an empty directory, or an earlier demo's: replaced file by file
+            for name in (*FILE_NAMES.values(), MARKER):
+                os.replace(staging / name, out / name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return {key: str(out / name) for key, name in FILE_NAMES.items()}
+
+
+def marker_text(seed: int, num_documents: int, num_queries: int) -> str:
+    """What MARKER holds: the settings the collection beside it was generated with."""
+    return f"seed {seed} documents {num_documents} queries {num_queries}\n"
+
+
+def is_current(out_dir: str | Path, seed: int, num_documents: int, num_queries: int) -> bool:
+    """Whether out_dir holds the whole demo collection of these settings (else it is made
+    again: a changed seed or size must not silently reuse an earlier collection)."""
+    out = Path(out_dir)
+    marker = out / MARKER
+    return (
+        marker.is_file()
+        and marker.read_text() == marker_text(seed, num_documents, num_queries)
+        and all((out / name).is_file() for name in FILE_NAMES.values())
     )
-    write_text_atomic(
-        paths["queries"], "".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in queries)
-    )
-    write_text_atomic(paths["qrels"], "".join(f"{q} 0 {d} {g}\n" for q, d, g in qrels))
-    return paths
+
+
+def check_writable(out_dir: str | Path) -> None:
+    """Refuses a directory that holds anything the demo generator did not write (no MARKER):
+    the demo never writes into a directory of the user's data."""
+    out = Path(out_dir)
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise NotADemoDirectory(f"{out}: not a directory")
+    if (out / MARKER).exists():
+        return
+    foreign = sorted(p.name for p in out.iterdir())
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
+        raise NotADemoDirectory(
+            f"{out} holds files the demo generator did not write ({shown}); it writes the "
+            "demo collection only into a new or empty directory, or over an earlier demo"
+        )

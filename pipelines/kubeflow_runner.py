@@ -22,8 +22,8 @@ image, and every path in the config must be a URI the cluster reads or a path in
 Run as a script (`python -m pipelines.kubeflow_runner`) it compiles $RANKPIPE_CONFIG with
 $RANKPIPE_SET overrides (as local_runner.py reads them) to $RANKPIPE_SPEC. It is not a TFX CLI
 DSL file: TFX 1.16's `tfx pipeline create --engine kubeflow` imports the removed v1 runner and
-fails (README.md, "On Kubeflow"), and the CLI's vertex engine replaces `runner.run` and would
-skip everything this module adds.
+fails (docs/kubeflow.md, "Not the TFX CLI"), and the CLI's vertex engine replaces `runner.run`
+and would skip everything this module adds.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 CONFIG_ENV, OVERRIDES_ENV, VERBOSE_ENV = "RANKPIPE_CONFIG", "RANKPIPE_SET", "RANKPIPE_VERBOSE"
 
@@ -42,25 +43,37 @@ from tfx import v1 as tfx  # noqa: E402
 from pipelines import demo_data  # noqa: E402
 from pipelines.config import PipelineConfig, load_config  # noqa: E402
 from pipelines.pipeline import create_pipeline  # noqa: E402
+from rankcore.config_loader import ConfigError  # noqa: E402
 
 
 def prepare_collection(config: PipelineConfig) -> None:
-    """Generates the demo collection when the config asks for it and its files are missing."""
+    """Generates the demo collection when the config asks for it and its files are missing or
+    were generated with other settings (pipelines/demo_data.py is_current).
+
+    Only into a directory the demo owns (pipelines/demo_data.py check_writable): the config's
+    own check (pipelines/config.py check_demo_paths) already keeps it under the outputs
+    directory; this one holds for a config built in memory too."""
     demo = config.collection.demo
     paths = (config.collection.documents, config.collection.queries, config.collection.qrels)
-    if demo.enabled and not all(os.path.exists(p) for p in paths):
-        made = demo_data.generate(
-            os.path.dirname(config.collection.documents),
-            demo.seed,
-            demo.num_documents,
-            demo.num_queries,
+    if not demo.enabled:
+        return
+    directory = os.path.dirname(config.collection.documents)
+    expected = {k: os.path.join(directory, n) for k, n in demo_data.FILE_NAMES.items()}
+    if dict(zip(("documents", "queries", "qrels"), paths)) != expected:
+        raise ConfigError(
+            f"{config.source}: collection.demo.enabled generates corpus.jsonl, queries.jsonl "
+            f"and qrels.txt in one directory (got {', '.join(paths)}); to read your own files "
+            "set collection.demo.enabled: false"
         )
-        expected = dict(zip(("documents", "queries", "qrels"), paths))
-        if made != expected:
-            raise ValueError(
-                f"{config.source}: collection paths must be corpus.jsonl, queries.jsonl and "
-                f"qrels.txt in one directory when collection.demo.enabled (got {expected})"
-            )
+    if demo_data.is_current(directory, demo.seed, demo.num_documents, demo.num_queries):
+        return
+    try:
+        demo_data.generate(directory, demo.seed, demo.num_documents, demo.num_queries)
+    except demo_data.NotADemoDirectory as e:
+        raise ConfigError(
+            f"{config.source}: collection.demo.enabled: {e}; to read your own files set "
+            "collection.demo.enabled: false"
+        ) from None
 
 
 def build_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
@@ -71,13 +84,30 @@ def build_pipeline(config: PipelineConfig) -> tfx.dsl.Pipeline:
     )
 
 
-def run(config: PipelineConfig, console=None) -> None:
-    """Runs the pipeline; `console` (pipelines.console.RunConsole) gets the component count."""
+class IrKeepingDagRunner(tfx.orchestration.LocalDagRunner):
+    """LocalDagRunner that keeps the pipeline IR it runs in `ir`, its run id substituted (TFX
+    does that in place): after an interrupt, pipelines/interrupts.py finds the run's unfinished
+    executions and their output directories from it."""
+
+    ir = None
+
+    def run_with_ir(self, pipeline: Any, run_options: Any = None, **kwargs: Any) -> Any:
+        self.ir = pipeline
+        return super().run_with_ir(pipeline, run_options=run_options, **kwargs)
+
+
+def run(
+    config: PipelineConfig,
+    console: Any = None,
+    runner: tfx.orchestration.LocalDagRunner | None = None,
+) -> None:
+    """Runs the pipeline; `console` (pipelines.console.RunConsole) gets the component count;
+    `runner` (default: a new LocalDagRunner) runs it."""
     prepare_collection(config)
     pipeline = build_pipeline(config)
     if console is not None:
         console.total = len(pipeline.components)
-    tfx.orchestration.LocalDagRunner().run(pipeline)
+    (runner or tfx.orchestration.LocalDagRunner()).run(pipeline)
 
 
 if __name__ == "__main__":  # inside `tfx pipeline create` (see the top of this file)

@@ -5,12 +5,19 @@ started, the collection (RankingDataGen's `collection` property), the model (the
 custom_config), the main metric of the candidate vs the first stage, the verdict and the pushed
 version. A cached component's execution is recorded in the new run too (state CACHED, with the
 reused artifacts as outputs), so a fully cached re-run shows the figures it reused.
+
+A run stopped by Ctrl-C or SIGTERM shows "interrupted in <component>": `rankpipe run` marks its
+pipeline_run context and cancels the unfinished execution (pipelines/interrupts.py). A run
+killed without that clean-up (SIGKILL, a crash, the machine going down) left its execution
+RUNNING: it shows the same, unless a `rankpipe run` process still has this pipeline's log file
+open, then the newest such run shows "running <component>".
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from dataclasses import dataclass
 
@@ -18,9 +25,13 @@ from ml_metadata import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
 from components.ranking_evaluator.constants import BLESSED, MAIN_METRIC
+from pipelines.interrupts import INTERRUPTED_PROPERTY
 from pipelines.mlmd_read import open_readonly, output_artifacts, prop
 
 FAILED_STATES = (metadata_store_pb2.Execution.FAILED,)
+UNFINISHED_STATES = (metadata_store_pb2.Execution.NEW, metadata_store_pb2.Execution.RUNNING)
+# pipelines/console/capture.py log_path_for: <pipeline root>/logs/run-<UTC time>-<pid>.log
+_LOG_NAME = re.compile(r"run-\d{8}-\d{6}-(\d+)\.log")
 
 
 @dataclass
@@ -36,6 +47,8 @@ class RunRow:
     pushed_version: str | None = None
     failed: str | None = None  # the failed component's type, if one failed
     cached: int = 0  # components reused from the cache
+    interrupted: str | None = None  # where Ctrl-C/SIGTERM stopped it (or it was killed)
+    running: bool = False  # `interrupted` is still running (a live `rankpipe run`)
 
     def cells(self) -> list[str]:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.started_ms / 1000))
@@ -46,7 +59,11 @@ class RunRow:
             )
         else:
             metric = "-"
-        if self.failed:
+        if self.interrupted and self.running:
+            verdict = f"running {self.interrupted}"
+        elif self.interrupted:
+            verdict = f"interrupted in {self.interrupted}"
+        elif self.failed:
             verdict = f"FAILED in {self.failed}"
         elif self.blessed is None:
             verdict = "-"
@@ -78,12 +95,17 @@ def _model_label(custom_config: dict) -> str:
     return f"{trainer.get('model', '?')}, {trainer.get('train_steps', '?')} steps"
 
 
-def list_runs(store: metadata_store.MetadataStore) -> list[RunRow]:
-    """Every pipeline run in the store, newest first."""
+def list_runs(
+    store: metadata_store.MetadataStore, pipeline_root: str | None = None
+) -> list[RunRow]:
+    """Every pipeline run in the store, newest first. With `pipeline_root` (where its logs/
+    are) the newest unfinished run shows as running while a `rankpipe run` is live there."""
     contexts = store.get_contexts_by_type("pipeline_run")
     rows = []
     for ctx in contexts:
         row = RunRow(run_id=ctx.name, started_ms=ctx.create_time_since_epoch)
+        marked = prop(ctx, INTERRUPTED_PROPERTY)  # pipelines/interrupts.py
+        unfinished = None
         executions = store.get_executions_by_context(ctx.id)
         type_names = {
             t.id: t.name for t in store.get_execution_types_by_id({e.type_id for e in executions})
@@ -93,6 +115,10 @@ def list_runs(store: metadata_store.MetadataStore) -> list[RunRow]:
             short = type_name.rsplit(".", 1)[-1]
             if execution.last_known_state in FAILED_STATES:
                 row.failed = short
+            elif execution.last_known_state == metadata_store_pb2.Execution.CANCELED:
+                marked = marked or short
+            elif execution.last_known_state in UNFINISHED_STATES:
+                unfinished = short
             if execution.last_known_state == metadata_store_pb2.Execution.CACHED:
                 row.cached += 1
             if short == "RankingDataGen":
@@ -110,8 +136,46 @@ def list_runs(store: metadata_store.MetadataStore) -> list[RunRow]:
                 row.blessed = prop(artifact, BLESSED) == 1
             elif kind == "PushedModel" and prop(artifact, "pushed") == 1:
                 row.pushed_version = str(prop(artifact, "pushed_version"))
+        row.interrupted = marked or unfinished
+        row.running = not marked and unfinished is not None
         rows.append(row)
-    return sorted(rows, key=lambda r: r.started_ms, reverse=True)
+    rows.sort(key=lambda r: r.started_ms, reverse=True)
+    live = pipeline_root is not None and bool(live_run_pids(pipeline_root))
+    newest_running = True
+    for row in rows:  # one live process: at most the newest unfinished run is still running
+        if row.running:
+            row.running = live and newest_running
+            newest_running = False
+    return rows
+
+
+def live_run_pids(pipeline_root: str) -> list[int]:
+    """The processes that have one of this pipeline's log files open: `rankpipe run`s going on
+    now (Linux /proc; none elsewhere). A run killed without clean-up leaves its execution
+    RUNNING in MLMD, exactly as a live one: this tells them apart."""
+    logs = os.path.join(pipeline_root, "logs")
+    try:
+        names = os.listdir(logs)
+    except OSError:
+        return []
+    live = []
+    for name in names:
+        match = _LOG_NAME.fullmatch(name)
+        if match is None:
+            continue
+        pid, path = int(match.group(1)), os.path.realpath(os.path.join(logs, name))
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue  # gone (or not ours to see)
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}") == path:
+                    live.append(pid)
+                    break
+            except OSError:
+                continue
+    return live
 
 
 def format_table(rows: list[RunRow]) -> str:

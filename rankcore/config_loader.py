@@ -1,7 +1,9 @@
 """Strict loading of typed dataclass configs from YAML, with `--set key=value` overrides.
 
-Every failure is a `ConfigError` whose one-line message names the file and the dotted key, so a
-typo fails before any component runs. Written by hand (rather than with pydantic) because the
+Every failure is a `ConfigError` whose message names the file (or the `--set`) and the dotted key,
+so a typo fails before any component runs; `build` collects every problem it finds, across
+sections, into one ConfigError with a line each, so that a new config is fixed in one round
+rather than one run per mistake. Written by hand (rather than with pydantic) because the
 TFX stack pins an older pydantic major for some of its dependencies and because the rules here are
 small: dataclasses of scalars, lists, optionals and nested dataclasses.
 
@@ -17,6 +19,7 @@ import os
 import re
 import types
 import typing
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -26,7 +29,40 @@ T = TypeVar("T")
 
 
 class ConfigError(ValueError):
-    """A config problem, with the file and key it concerns in the message."""
+    """Config problems, with the file (or `--set`) and key each concerns in the message.
+
+    One exception type for one problem or several, so that every caller catches one thing:
+    `problems` holds one line per problem and str() joins them with newlines (one problem:
+    one line, as before).
+    """
+
+    def __init__(self, problems: str | Iterable[str]) -> None:
+        lines = [problems] if isinstance(problems, str) else list(dict.fromkeys(problems))
+        super().__init__("\n".join(lines))
+        self.problems: list[str] = lines
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (ConfigError, (self.problems,))
+
+
+def suggest(value: str, choices: Iterable[str]) -> list[str]:
+    """The choices `value` was probably meant to be: a close spelling (difflib), else those it
+    begins or is part of (`beir` -> `beir_corpus`, which difflib's ratio of 0.53 misses)."""
+    choices = [str(c) for c in choices]
+    close = difflib.get_close_matches(value, choices, n=1)
+    if close:
+        return close
+    low = value.lower()
+    if len(low) < 3:
+        return []
+    starts = [c for c in choices if c.lower().startswith(low) or low.startswith(c.lower())]
+    return starts or [c for c in choices if low in c.lower()]
+
+
+def did_you_mean(value: str, choices: Iterable[str], prefix: str = "") -> str:
+    """` (did you mean X?)` for `suggest`'s choices (each after `prefix`), or ""."""
+    names = [prefix + c for c in suggest(value, choices)][:3]
+    return f" (did you mean {' or '.join(names)}?)" if names else ""
 
 
 _NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
@@ -78,86 +114,202 @@ def apply_override(data: dict, key: str, value: Any) -> None:
     node[parts[-1]] = value
 
 
-def build(cls: type[T], data: Any, source: str, prefix: str = "") -> T:
-    """Builds dataclass `cls` from plain data, checking keys and types strictly."""
+def check_key(cls: type, key: str) -> None:
+    """Raises ConfigError `--set KEY: no such key (did you mean ...?)` when the dotted `key`
+    names no field of dataclass `cls` (a `dict` field takes any name at its level). Checked
+    before the override is applied, so that a typo in `--set` is reported against the --set:
+    the config file does not hold it."""
+    tp: Any = cls
+    parts = key.split(".")
+    for i, part in enumerate(parts):
+        tp = _optional_inner(tp)
+        done = ".".join(parts[:i])
+        if dataclasses.is_dataclass(tp):
+            names = [f.name for f in dataclasses.fields(tp)]
+            if part not in names:
+                rest = "".join(f".{p}" for p in parts[i + 1 :])
+                close = [(f"{done}." if done else "") + c + rest for c in suggest(part, names)]
+                hint = f" (did you mean {' or '.join(close[:3])}?)" if close else ""
+                raise ConfigError(f"--set {key}: no such key{hint}")
+            tp = typing.get_type_hints(tp)[part]
+        elif typing.get_origin(tp) is dict:
+            tp = typing.get_args(tp)[1]
+        else:
+            raise ConfigError(f"--set {key}: {done} is a value, not a section")
+
+
+def _optional_inner(tp: Any) -> Any:
+    """`X | None` -> X (the one type a section or value can be besides null)."""
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        inner = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(inner) == 1:
+            return inner[0]
+    return tp
+
+
+class _Origin:
+    """Where a key's value came from, for the start of its problem line: the config file, or
+    the `--set` that gave it (a problem in a --set value is not in the file)."""
+
+    def __init__(self, source: str, overrides: Iterable[str]) -> None:
+        self.source = source
+        self.overrides = list(overrides)
+
+    def _override_of(self, key: str) -> str | None:
+        for set_key in self.overrides:
+            if key == set_key or key.startswith((f"{set_key}.", f"{set_key}[")):
+                return set_key
+        return None
+
+    def at(self, key: str) -> str:
+        """`<file>: <key>`, or `--set <key>` when a --set gave it."""
+        set_key = self._override_of(key)
+        if set_key is None:
+            return f"{self.source}: {key}"
+        return f"--set {key}" if set_key == key else f"--set {set_key}: {key}"
+
+    def section(self, prefix: str, where: str, message: str) -> str:
+        """The start of a section's own check (`__post_init__`): the --set of a key of that
+        section the message names, else the file."""
+        for set_key in self.overrides:
+            if set_key.startswith(prefix) and "." not in set_key[len(prefix) :]:
+                if re.search(rf"\b{re.escape(set_key[len(prefix) :])}\b", message):
+                    return f"--set {set_key}: {where}"
+        return f"{self.source}: {where}"
+
+
+def build(
+    cls: type[T], data: Any, source: str, prefix: str = "", overrides: Iterable[str] = ()
+) -> T:
+    """Builds dataclass `cls` from plain data, checking keys and types strictly.
+
+    Every problem is collected, not only the first: unknown keys, wrong types and each
+    section's own checks (`__post_init__`), across all sections, raised as one ConfigError with
+    a line each. A section whose value failed to convert is not built (its checks would judge
+    a default the user did not write); one with only unknown keys is, as written without them.
+    `overrides`: the dotted keys set by `--set`, whose problems name the --set, not the file.
+    """
+    return _build(cls, data, _Origin(source, overrides), prefix)
+
+
+def _build(cls: type[T], data: Any, origin: _Origin, prefix: str) -> T:
     where = prefix.rstrip(".") or "<top level>"
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise ConfigError(
-            f"{source}: {where}: expected a mapping, got {type(data).__name__} {data!r}"
-        )
+        raise ConfigError(f"{origin.at(where)}: expected a mapping, got {_describe(data)}")
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     kwargs = {}
+    problems: list[str] = []
+    failed = False
     for key, value in data.items():
         if key not in fields:
-            close = difflib.get_close_matches(str(key), fields, n=1)
+            close = suggest(str(key), fields)
             hint = f" (did you mean {prefix + close[0]!r}?)" if close else ""
-            raise ConfigError(f"{source}: unknown key {prefix + str(key)!r}{hint}")
-        kwargs[key] = _convert(hints[key], value, source, f"{prefix}{key}")
-    try:
-        return cls(**kwargs)
-    except ConfigError:
-        raise
-    except (ValueError, TypeError) as e:
-        raise ConfigError(f"{source}: {where}: {e}") from None
+            # (A --set typo never gets here: load_config checks each --set key first.)
+            problems.append(f"{origin.source}: unknown key {prefix + str(key)!r}{hint}")
+            continue
+        try:
+            kwargs[key] = _convert(hints[key], value, origin, f"{prefix}{key}")
+        except ConfigError as e:
+            problems.extend(e.problems)
+            failed = True
+    if not failed:
+        try:
+            built = cls(**kwargs)
+        except ConfigError as e:
+            problems.extend(e.problems)
+        except (ValueError, TypeError) as e:
+            problems.append(_section_problem(str(e), origin, prefix, where, fields))
+        else:
+            if not problems:
+                return built
+    raise ConfigError(problems)
 
 
-def _convert(tp: Any, value: Any, source: str, key: str) -> Any:
-    origin = typing.get_origin(tp)
+def _section_problem(
+    message: str, origin: _Origin, prefix: str, where: str, fields: Iterable[str]
+) -> str:
+    """A section's own check as a problem line. Its message starting with one of the section's
+    fields (`mode: 'triplet' is not one of ...`) names that key in full
+    (`datagen.sampling.mode: ...`), from the file or its --set; other messages stay under the
+    section (`trainer: trainer config: ...`)."""
+    field_name, sep, rest = message.partition(": ")
+    if sep and field_name in fields:
+        return f"{origin.at(prefix + field_name)}: {rest}"
+    return f"{origin.section(prefix, where, message)}: {message}"
+
+
+def _convert(tp: Any, value: Any, origin: _Origin, key: str) -> Any:
+    origin_type = typing.get_origin(tp)
     args = typing.get_args(tp)
-    if origin in (typing.Union, types.UnionType):
+    if origin_type in (typing.Union, types.UnionType):
         if value is None and type(None) in args:
             return None
         inner = [a for a in args if a is not type(None)]
         if len(inner) == 1:
-            return _convert(inner[0], value, source, key)
+            return _convert(inner[0], value, origin, key)
         # `int | Literal["auto"]`: the first alternative that takes the value wins.
         for alternative in inner:
             try:
-                return _convert(alternative, value, source, key)
+                return _convert(alternative, value, origin, key)
             except ConfigError:
                 continue
         expected = " or ".join(_expected(a) for a in inner)
-        raise ConfigError(f"{source}: {key}: expected {expected}, got {_describe(value)}")
+        raise ConfigError(f"{origin.at(key)}: expected {expected}, got {_describe(value)}")
     if dataclasses.is_dataclass(tp):
-        return build(tp, value, source, key + ".")
-    if origin is list:
+        return _build(tp, value, origin, key + ".")
+    if origin_type is list:
         if not isinstance(value, list):
-            raise ConfigError(f"{source}: {key}: expected a list, got {_describe(value)}")
-        return [_convert(args[0], v, source, f"{key}[{i}]") for i, v in enumerate(value)]
-    if origin is dict:
+            raise ConfigError(f"{origin.at(key)}: expected a list, got {_describe(value)}")
+        return _convert_all([(args[0], v, f"{key}[{i}]") for i, v in enumerate(value)], origin)
+    if origin_type is dict:
         if not isinstance(value, dict):
-            raise ConfigError(f"{source}: {key}: expected a mapping, got {_describe(value)}")
-        return {str(k): _convert(args[1], v, source, f"{key}.{k}") for k, v in value.items()}
-    if origin is typing.Literal:
+            raise ConfigError(f"{origin.at(key)}: expected a mapping, got {_describe(value)}")
+        items = [(args[1], v, f"{key}.{k}") for k, v in value.items()]
+        converted = _convert_all(items, origin)
+        return dict(zip((str(k) for k in value), converted))
+    if origin_type is typing.Literal:
         if value not in args:
             choices = ", ".join(repr(a) for a in args)
-            raise ConfigError(f"{source}: {key}: {value!r} is not one of {choices}")
+            raise ConfigError(f"{origin.at(key)}: {value!r} is not one of {choices}")
         return value
     if tp is float:
         # YAML 1.1 reads 3e-4 (no dot) as a string; accept what is plainly a number.
         if isinstance(value, str) and _NUMBER.fullmatch(value.strip()):
             return float(value)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"{source}: {key}: expected a number, got {_describe(value)}")
+            raise ConfigError(f"{origin.at(key)}: expected a number, got {_describe(value)}")
         return float(value)
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"{source}: {key}: expected an integer, got {_describe(value)}")
+            raise ConfigError(f"{origin.at(key)}: expected an integer, got {_describe(value)}")
         return value
     if tp is bool:
         if not isinstance(value, bool):
-            raise ConfigError(f"{source}: {key}: expected true/false, got {_describe(value)}")
+            raise ConfigError(f"{origin.at(key)}: expected true/false, got {_describe(value)}")
         return value
     if tp is str:
         if not isinstance(value, str):
-            raise ConfigError(f"{source}: {key}: expected a string, got {_describe(value)}")
+            raise ConfigError(f"{origin.at(key)}: expected a string, got {_describe(value)}")
         return value
     if tp is Any:
         return value
-    raise ConfigError(f"{source}: {key}: unsupported config type {tp!r}")
+    raise ConfigError(f"{origin.at(key)}: unsupported config type {tp!r}")
+
+
+def _convert_all(items: list[tuple[Any, Any, str]], origin: _Origin) -> list[Any]:
+    """The elements of a list or mapping converted, every element's problems collected."""
+    out, problems = [], []
+    for tp, value, key in items:
+        try:
+            out.append(_convert(tp, value, origin, key))
+        except ConfigError as e:
+            problems.extend(e.problems)
+    if problems:
+        raise ConfigError(problems)
+    return out
 
 
 def _expected(tp: Any) -> str:
@@ -197,9 +349,11 @@ def load_yaml(path: Path) -> dict:
 
 
 def one_of(name: str, value: str, choices: tuple[str, ...]) -> None:
-    """A config check for `__post_init__`: `value` must be one of `choices`."""
+    """A config check for `__post_init__`: `value` must be one of `choices`; the message
+    suggests the choice probably meant (`beir` -> beir_corpus)."""
     if value not in choices:
-        raise ValueError(f"{name}: {value!r} is not one of {', '.join(choices)}")
+        hint = did_you_mean(str(value), choices)
+        raise ValueError(f"{name}: {value!r} is not one of {', '.join(choices)}{hint}")
 
 
 def positive(name: str, value: float) -> None:

@@ -18,9 +18,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
-import tensorflow as tf
+
+# TensorFlow is imported where used: `rankpipe config show` reaches this module through the
+# config (trainer_module/config.py -> rankcore/feedback.py) and needs no TensorFlow (seconds).
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 Run = dict[str, dict[str, float]]
 Qrels = dict[str, dict[str, int]]
@@ -85,6 +90,8 @@ def fusion_alpha(mode: str, fixed_alpha: float, tuned_alpha: float | None) -> fl
 
 def read_fusion(saved_model_dir: str) -> dict | None:
     """The fusion settings written with a SavedModel, or None (no fusion, or an older model)."""
+    import tensorflow as tf
+
     path = f"{saved_model_dir.rstrip('/')}/{FUSION_FILE}"
     if not tf.io.gfile.exists(path):
         return None
@@ -95,6 +102,8 @@ def read_fusion(saved_model_dir: str) -> dict | None:
 
 def minmax_tf(x: tf.Tensor) -> tf.Tensor:
     """minmax() in-graph over a 1-D tensor (float64)."""
+    import tensorflow as tf
+
     x = tf.cast(x, tf.float64)
     lo, hi = tf.reduce_min(x), tf.reduce_max(x)
     return tf.where(hi > lo, (x - lo) / tf.where(hi > lo, hi - lo, 1.0), tf.zeros_like(x))

@@ -1,4 +1,4 @@
-"""Breaks each README promise on purpose and checks that its tests go red (`make mutations`).
+"""Breaks each documented promise on purpose and checks that its tests go red (`make mutations`).
 
 A test that still passes when the promise it claims to check is broken proves nothing
 (issue 20). The table of mutations is `tests/mutations.py`: each one replaces one exact
@@ -12,8 +12,8 @@ unbroken code. So the script refuses to start on a file with uncommitted changes
 the original bytes back in a `finally` (also on Ctrl-C) before it moves on.
 
 Written by hand rather than with mutmut: mutmut mutates every operator it finds and reruns the
-whole suite per mutant (hours here), while this checks the handful of behaviours the README
-promises, each against the tests that claim them, in minutes per mutation.
+whole suite per mutant (hours here), while this checks the handful of behaviours the docs
+promise, each against the tests that claim them, in minutes per mutation.
 
     .venv/bin/python scripts/run_mutations.py               # every mutation
     .venv/bin/python scripts/run_mutations.py fusion resume # some, by name

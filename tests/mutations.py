@@ -1,4 +1,4 @@
-"""The README's promises, each broken on purpose: the table `scripts/run_mutations.py` runs
+"""The documented promises, each broken on purpose: the table `scripts/run_mutations.py` runs
 (`make mutations`) and docs/testing.md reports.
 
 Each entry replaces one exact snippet of production code (`find`, which must occur exactly
@@ -129,7 +129,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         name="alone-compares-fused",
-        promise="the README's \"alone\" figures compare the reranker's own scores",
+        promise='the "alone" figures compare the reranker\'s own scores',
         file="components/ranking_evaluator/executor.py",
         find='per_query["first_stage"], per_query["reranker"], metric_names',
         replace='per_query["first_stage"], per_query["candidate"], metric_names',

@@ -34,7 +34,8 @@ def _require(cond: bool, name: str, msg: str) -> None:
 
 
 def _choice(value: str, name: str, choices: tuple[str, ...]) -> None:
-    _require(value in choices, name, f"must be one of {list(choices)}, got {value!r}")
+    hint = config_loader.did_you_mean(str(value), choices)
+    _require(value in choices, name, f"must be one of {list(choices)}, got {value!r}{hint}")
 
 
 @dataclass

@@ -12,6 +12,7 @@ kind, with a few examples kept for summary.json.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -21,7 +22,7 @@ import apache_beam as beam
 import tensorflow as tf
 
 from components.ranking_datagen import readers
-from components.ranking_datagen.readers import BadRecord, BadRecordError
+from components.ranking_datagen.readers import BadRecord, BadRecordError, sniff
 
 # Kinds of bad records in the summary: the four reader kinds plus the query split lists/result.
 SPLITS_KIND = "splits"
@@ -65,6 +66,10 @@ class BadRecordReport:
     def count(self, kind: str | None = None) -> int:
         return sum(self._counts.values()) if kind is None else self._counts[kind]
 
+    def first_example(self, kind: str) -> str | None:
+        """The first bad record of `kind` counted (its text), for messages."""
+        return next(iter(self._examples.get(kind, [])), None)
+
     def to_dict(self) -> dict[str, Any]:
         """The summary.json entry: {"total", "by_kind", "examples"} (kinds in KINDS order)."""
         kinds = [k for k in KINDS if self._counts[k]]
@@ -92,8 +97,11 @@ def _read_first_copies(
     earlier file is a duplicate naming the first copy, which is kept (the reader checks one
     file)."""
     reader = readers.get_reader(kind, fmt)
-    for path in expand_paths(pattern):
+    paths = expand_paths(pattern)
+    items = good = 0
+    for path in paths:
         for item in reader.read_with_lines(path):
+            items += 1
             if isinstance(item, BadRecord):
                 report.add(kind, item)
                 continue
@@ -108,7 +116,56 @@ def _read_first_copies(
                 report.add(kind, BadRecord(path, line, problem))
                 continue
             where[key] = Location(path, line)
+            good += 1
             yield record
+    # No record at all (an empty file, or the wrong block format), or only bad ones (skipped):
+    # said here, as it is, rather than later as every judgment lacking its query.
+    if not items:
+        raise readers.EmptyInputError(sniff.no_records_message(paths, kind, fmt))
+    if not good:
+        raise readers.EmptyInputError(
+            f"{pattern}: every one of its {items} {sniff.FILE_NAMES[kind]} records is bad "
+            f"(skipped under datagen.on_bad_record: skip; the first: {report.first_example(kind)})"
+            f" ({sniff.PATH_KEYS[kind]}, read as {fmt})"
+        )
+
+
+def check_first_record(pattern: str, kind: str, fmt: str, policy: str, **options: Any) -> None:
+    """The config-time check of a local collection key: its files are not all empty, and the
+    first record of the first non-empty one is read as ``fmt`` (reading only that far).
+
+    Raises EmptyInputError for empty files; BadRecordError when that record is bad under
+    policy "fail", or, whatever the policy, when the file is in another format (the reader's
+    own error path, ``sniff.diagnose_first_record``). A block format (TREC SGML, topics,
+    Cranfield) on a file whose first lines hold none of its blocks is not read further (its
+    reader would scan the whole file for one): that is only refused when the file looks like
+    another format; RankingDataGen finds the rest."""
+    reader = readers.get_reader(kind, fmt, **options)
+    paths = expand_paths(pattern)
+    for path in paths:
+        lines = sniff.head(path)
+        if not lines:
+            continue
+        if kind in BLOCK_FORMATS.get(fmt, ()) and not sniff.looks_like(lines, kind, fmt):
+            guess = sniff.guess_from_lines(lines, kind)
+            if guess is not None:
+                raise readers.EmptyInputError(sniff.no_records_message([path], kind, fmt))
+            return
+        with contextlib.closing(reader.read_with_lines(path)) as items:
+            for item in items:
+                if isinstance(item, BadRecord) and policy == "fail":
+                    raise BadRecordError(item)
+                return
+    raise readers.EmptyInputError(sniff.no_records_message(paths, kind, fmt))
+
+
+# Formats whose records are blocks found anywhere in a file (by kind): a file in another
+# format gives no record at all rather than a bad one.
+BLOCK_FORMATS: dict[str, tuple[str, ...]] = {
+    "trec_sgml": (readers.DOCUMENTS,),
+    "trec_topics": (readers.QUERIES,),
+    "cranfield": (readers.DOCUMENTS, readers.QUERIES),
+}
 
 
 def read_queries(pattern: str, fmt: str, report: BadRecordReport) -> dict[str, str]:

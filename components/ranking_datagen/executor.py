@@ -55,8 +55,8 @@ from components.ranking_datagen.config import (
     DatagenConfig,
     cross_validation_folds,
 )
-from components.ranking_datagen.readers import BadRecord
-from rankcore import folds
+from components.ranking_datagen.readers import BadRecord, sniff
+from rankcore import folds, lineage
 
 EXAMPLES_PER_SHARD = 20_000
 OUTPUT_KEYS = ("examples", "transform_graph", "vocabulary", "qrels", "first_stage_run", "summary")
@@ -123,6 +123,8 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         )
         timings["collection_pass"] = time.time() - t0
         logging.info("Collection pass: %d documents in %.1fs", cp.num_documents, time.time() - t0)
+        if not cp.num_documents:  # said as it is, not as every judged docid missing
+            raise readers.EmptyInputError(self._no_documents(coll, cp))
 
         # ---- 2. checks, candidates, splits, sampling (driver) -----------------------------
         t0 = time.time()
@@ -190,12 +192,42 @@ class Executor(base_beam_executor.BaseBeamExecutor):
             "seconds": round(time.time() - start, 1),
             "timings": {k: round(v, 1) for k, v in timings.items()},
         }
+        # What a model trained on these examples reads: a served model is compared with it only
+        # when they match (rankcore/lineage.py; the pushed model's card carries this summary).
+        with tf.io.gfile.GFile(vocab_path) as f:
+            vocabulary = lineage.vocabulary_fingerprint(f)
+        summary[lineage.RECORD_KEY] = lineage.fingerprints(
+            lineage.collection_fingerprint(inputs.queries, qrels, summary["documents"]),
+            vocabulary,
+            {
+                "lowercase": cfg.vocab.lowercase,
+                "max_query_length": cfg.max_query_length,
+                "max_doc_length": cfg.max_doc_length,
+            },
+        )
+        out["examples"].set_string_custom_property(
+            lineage.RECORD_KEY, json.dumps(summary[lineage.RECORD_KEY], sort_keys=True)
+        )
         outputs.write_summary(stage["summary"], summary)
         outputs.publish(stage, {name: a.uri for name, a in out.items()})
         out["examples"].split_names = artifact_utils.encode_split_names(list(plan.per_split))
         logging.info("RankingDataGen finished in %.1fs: %s", time.time() - start, summary)
 
     # ---------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _no_documents(coll: CollectionConfig, cp: passes.CollectionPass) -> str:
+        """Why the collection pass read no document: empty files (or the wrong block format,
+        readers/sniff.py), or every one a bad record skipped."""
+        if cp.bad_documents:
+            first = cp.bad_document_examples[0] if cp.bad_document_examples else None
+            return (
+                f"{coll.documents}: every one of its {cp.bad_documents} documents records is "
+                f"bad (skipped under datagen.on_bad_record: skip; the first: {first}) "
+                f"(collection.documents, read as {coll.documents_format})"
+            )
+        paths = collection_io.expand_paths(coll.documents)
+        return sniff.no_records_message(paths, readers.DOCUMENTS, coll.documents_format)
 
     @staticmethod
     def _read_inputs(
@@ -220,6 +252,17 @@ class Executor(base_beam_executor.BaseBeamExecutor):
             explicit = splits.explicit_split(
                 split_cfg.train_qids, split_cfg.dev_qids, split_cfg.test_qids
             )
+        elif split_cfg.method == "qrels_files":
+            explicit = splits.qrels_file_split(
+                split_cfg.train_qrels,
+                split_cfg.dev_qrels,
+                split_cfg.test_qrels,
+                coll.qrels_format,
+                split_cfg.num_folds,
+                split_cfg.dev_fold,
+                split_cfg.seed,
+            )
+        if explicit is not None:
             for bad in explicit.bad:
                 report.add(collection_io.SPLITS_KIND, bad)
             for qid, (path, line) in sorted(explicit.where.items(), key=lambda kv: kv[1]):
@@ -368,6 +411,9 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         elif split_cfg.method == "explicit":
             where = getattr(split_cfg, f"{split}_qids")
             why = "none of its listed qids is a judged query with a query text"
+        elif split_cfg.method == "qrels_files":
+            where = getattr(split_cfg, f"{split}_qrels") or split_cfg.train_qrels
+            why = "none of the queries its judgment file judges has a query text"
         else:
             where = coll.qrels
             hashed_to = (

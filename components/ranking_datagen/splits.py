@@ -75,3 +75,63 @@ def explicit_split(train: str, dev: str, test: str) -> ExplicitSplit:
             assignment[qid] = split
             where[qid] = (path, line)
     return ExplicitSplit(assignment, where, bad)
+
+
+def qrels_file_split(
+    train: str,
+    dev: str | None,
+    test: str | None,
+    qrels_format: str,
+    num_folds: int,
+    dev_fold: int,
+    seed: int,
+) -> ExplicitSplit:
+    """qid -> split from a collection's own judgment files, as BEIR ships them
+    (`qrels/train.tsv`, `dev.tsv`, `test.tsv`): a query is in the split of the file that
+    judges it. The collection gives the splits; hashing them again would mix BEIR's test
+    queries into training.
+
+    Without a dev file, the train queries hashing to `dev_fold` of `num_folds` are held out as
+    dev (the choices are made on them). Without a test file, the dev file's queries are
+    evaluated (test) and the dev split is that held-out slice of train: no figure is then
+    reported on the queries it was chosen on. A qid judged in two files stays in the later
+    split of train < dev < test (never train beside its own evaluation) and is a bad record.
+    """
+    from components.ranking_datagen import readers  # the readers import Beam: lazily
+
+    files = {"train": train, "dev": dev, "test": test}
+    if test is None:
+        files = {"train": train, "dev": None, "test": dev}
+    reader = readers.get_reader(readers.QRELS, qrels_format)
+    assignment: dict[str, str] = {}
+    where: dict[str, tuple[str, int]] = {}
+    bad: list[BadRecord] = []
+    for split in SPLITS:
+        path = files[split]
+        if not path:
+            continue
+        for item in reader.read_with_lines(path):
+            if isinstance(item, BadRecord):
+                bad.append(item)
+                continue
+            line, judgment = item
+            qid = judgment.qid
+            if assignment.get(qid) == split:
+                continue
+            if qid in assignment:
+                first_path, first_line = where[qid]
+                bad.append(
+                    BadRecord(
+                        path,
+                        line,
+                        f"qid {qid!r} is judged in the {assignment[qid]} file too "
+                        f"({first_path}:{first_line}): kept in {split} only",
+                    )
+                )
+            assignment[qid] = split
+            where[qid] = (path, line)
+    if files["dev"] is None:
+        for qid, split in assignment.items():
+            if split == "train" and fold_of(qid, num_folds, seed) == dev_fold:
+                assignment[qid] = "dev"
+    return ExplicitSplit(assignment, where, bad)

@@ -14,11 +14,13 @@ import json
 import logging
 import os
 from dataclasses import dataclass
+from typing import Any
 
 import tensorflow as tf
 
 from components.ranking_pusher import model_card
 from components.ranking_pusher.executor import SAVED_MODEL_FILE, existing_versions
+from rankcore import lineage
 
 
 @dataclass(frozen=True)
@@ -28,18 +30,29 @@ class ServedModel:
     path: str  # <destination>/<version>: a SavedModel directory
     version: int
     model_uri: str | None  # the Trainer's Model artifact it was pushed from (its model card)
+    # What it was trained for (rankcore/lineage.py), from its card; None: not recorded.
+    lineage: dict[str, Any] | None = None
 
 
-def _card_model_uri(path: str) -> str | None:
+@dataclass(frozen=True)
+class BaselineChoice:
+    """The served model to compare with (None: none), and why a served one was not used."""
+
+    served: ServedModel | None
+    skipped: str | None = None  # a sentence for the verdict: why no comparison was made
+
+
+def _read_card(path: str) -> dict[str, Any]:
     card = os.path.join(path, model_card.CARD_JSON)
     if not tf.io.gfile.exists(card):
-        return None
+        return {}
     try:
         with tf.io.gfile.GFile(card) as f:
-            return (json.load(f).get("model") or {}).get("uri")
-    except (ValueError, AttributeError) as e:
+            data = json.load(f)
+        return data if isinstance(data, dict) else {}
+    except ValueError as e:
         logging.warning("Unreadable model card %s (%s): its model is not identified", card, e)
-        return None
+        return {}
 
 
 def served_model(destination: str) -> ServedModel | None:
@@ -54,23 +67,45 @@ def served_model(destination: str) -> ServedModel | None:
     for version in sorted(existing_versions(destination), reverse=True):
         path = os.path.join(destination, str(version))
         if tf.io.gfile.exists(os.path.join(path, SAVED_MODEL_FILE)):
-            return ServedModel(path=path, version=version, model_uri=_card_model_uri(path))
+            card = _read_card(path)
+            model = card.get("model") if isinstance(card.get("model"), dict) else {}
+            data = card.get("data") if isinstance(card.get("data"), dict) else {}
+            return ServedModel(
+                path=path,
+                version=version,
+                model_uri=model.get("uri"),
+                lineage=data.get(lineage.RECORD_KEY),
+            )
         logging.warning("%s has no %s: not a baseline candidate", path, SAVED_MODEL_FILE)
     return None
 
 
-def find_baseline(destination: str, candidate_uri: str) -> ServedModel | None:
-    """The served model to compare `candidate_uri` with; None when nothing is served yet, or
-    when the served model is the candidate itself (a re-evaluation of a pushed model, e.g. with
-    new thresholds: comparing a model with its own copy says nothing)."""
+def find_baseline(
+    destination: str, candidate_uri: str, candidate_lineage: dict[str, Any] | None
+) -> BaselineChoice:
+    """The served model to compare `candidate_uri` with.
+
+    None when nothing is served yet; when the served model is the candidate itself (a
+    re-evaluation of a pushed model, e.g. with new thresholds: comparing a model with its own
+    copy says nothing); and, with the reason in `skipped`, when it was trained for another
+    collection or reads other token ids than the candidate's examples
+    (rankcore/lineage.py): the evaluator feeds every model the candidate's token ids, so such a
+    comparison would crash or mean nothing."""
     served = served_model(destination)
     if served is None:
         logging.info("No model served under %s yet: no baseline", destination)
-        return None
+        return BaselineChoice(None)
     if served.model_uri is not None and served.model_uri.rstrip("/") == candidate_uri.rstrip("/"):
         logging.info(
             "The candidate %s is the model served (%s): no baseline", candidate_uri, served
         )
-        return None
+        return BaselineChoice(None)
+    why = lineage.incomparable(candidate_lineage, served.lineage)
+    if why is not None:
+        skipped = (
+            f"the served model (version {served.version}, {served.path}) is not compared: {why}"
+        )
+        logging.warning("Baseline skipped: %s", skipped)
+        return BaselineChoice(None, skipped)
     logging.info("Baseline: version %d served at %s", served.version, served.path)
-    return served
+    return BaselineChoice(served)

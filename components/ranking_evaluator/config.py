@@ -3,7 +3,7 @@
 Beside its owner (issue 19): pipelines/config.py composes it into PipelineConfig, and the
 executor rebuilds it from its exec property with `from_dict` (rankcore.config_loader, the loader
 of the pipeline YAML and of trainer_module/config.py), so the defaults live here only. Each
-field's comment is its line in the README's configuration reference.
+field's comment is its line in docs/config-reference.md.
 """
 
 from __future__ import annotations

@@ -1,6 +1,10 @@
 """`rankpipe eval` (trec_eval v10 look-alike) and `rankpipe compare` (paired tests).
 
-Usable without the console script: python -m components.ranking_evaluator.eval_cli eval ...
+Both read every judgment format the pipeline reads (`--qrels-format`, by default told from the
+file's first line: rankcore.metrics.detect_qrels_format) and take measures by trec_eval's names
+or ir_measures' (`-m nDCG@10`: rankcore/metrics/names.py); the output keeps trec_eval's names
+and layout. Usable without the console script:
+python -m components.ranking_evaluator.eval_cli eval ...
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from collections.abc import Callable, Mapping
 
 from components.ranking_evaluator.significance import compare_per_query
 from rankcore.metrics import (
+    QRELS_FORMATS,
     MalformedLineError,
     MeasureInfo,
     aggregate,
@@ -21,6 +26,8 @@ from rankcore.metrics import (
     relstrings,
     resolve_measures,
 )
+from rankcore.metrics.measures import measure_string, parse_measures
+from rankcore.metrics.names import to_trec_eval
 
 __all__ = ["compare_main", "eval_main", "format_line", "main"]
 
@@ -42,22 +49,66 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _add_qrels_format(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--qrels-format",
+        choices=("auto", *QRELS_FORMATS),
+        default="auto",
+        help="auto [default]: BEIR (3 tab-separated fields, optional 'query-id corpus-id "
+        "score' header) or TREC (4 fields), from the first line; cranfield (cranqrel: "
+        "relevance codes 1..5 and -1 as gains 5 - code and 0) must be named",
+    )
+
+
+def _add_measure(p: argparse.ArgumentParser, required: bool) -> None:
+    p.add_argument(
+        "-m",
+        action="append",
+        required=required,
+        metavar="MEASURE",
+        help="measure: a trec_eval name, family with parameters (P.5,10, ndcg_cut.5,10) or "
+        "nickname (official [default], all_trec, set), or an ir_measures name (nDCG@10, P@5, "
+        "RR, RR@10, AP, R@100), printed under its trec_eval name; repeatable. As in trec_eval, "
+        "the first parameters given for a family are the ones used (names of one measure, "
+        "P@5 or P_5, add up: -m P@5 -m P_10 gives P_5 and P_10)",
+    )
+
+
+def trec_eval_measures(
+    names: list[str], relevance_level: int = 1, judged_docs_only: bool = False
+) -> list[str]:
+    """The -m values in trec_eval's form (rankcore.metrics.names.to_trec_eval). Names of one
+    measure each, ir_measures' (`P@5`) and output names (`P_5`), merge per family into one spec
+    at the first one's place (`P@5`, `P_10` -> `P.5,10`): trec_eval's rule for its own
+    `-m P.5 -m P.10` (the first parameters of a family win) would drop all but the first."""
+    out: list[str] = []
+    merged: dict[str, int] = {}  # family -> its merged spec's index in out
+    for name in names:
+        trec = to_trec_eval(name, relevance_level, judged_docs_only)
+        specs = parse_measures([trec])
+        (family, params), *others = specs.items()
+        if others or not isinstance(params, tuple) or (trec == name and "." in name):
+            out.append(trec)  # a nickname, a bare family, trec_eval's own family.params form
+        elif family in merged:
+            out[merged[family]] += "," + ",".join(repr(p) for p in params)
+        else:
+            merged[family] = len(out)
+            out.append(measure_string(family, params))
+    return out
+
+
 def _eval_parser() -> _Parser:
     p = _Parser(
         prog="rankpipe eval",
         description="Evaluate a TREC run against qrels; output as trec_eval v10 prints it.",
     )
-    p.add_argument("qrels", help="qrels file: qid iter docno rel")
+    p.add_argument(
+        "qrels", help="judgments: TREC qrels (qid iter docno rel), BEIR qrels TSV or cranqrel"
+    )
     p.add_argument("run", help="run file: qid iter docno rank score runid")
     p.add_argument("-q", action="store_true", help="also print per-query values")
-    p.add_argument(
-        "-m",
-        action="append",
-        metavar="MEASURE",
-        help="measure, family with parameters (P.5,10, ndcg_cut.5,10) or nickname "
-        "(official [default], all_trec, set); repeatable. As in trec_eval, the first "
-        "parameters given for a family are the ones used",
-    )
+    _add_measure(p, required=False)
+    _add_qrels_format(p)
     p.add_argument("-l", type=int, default=1, metavar="LEVEL", help="min relevant grade [1]")
     p.add_argument(
         "-c", action="store_true", help="average over all qrels queries, 0 for missing ones"
@@ -72,13 +123,20 @@ def _compare_parser() -> _Parser:
     p = _Parser(
         prog="rankpipe compare",
         description="Compare run B against baseline A per query: means, wins/ties/losses of "
-        "B, paired t-test and randomization test p-values. Every qrels query is used; a "
-        "query a run lacks scores 0 (trec_eval -c).",
+        "B, paired t-test and randomization test p-values, over the judged queries of the "
+        "runs (as trec_eval averages without -c; a query only one run has scores 0 in the "
+        "other); -c: over every qrels query.",
     )
     p.add_argument("qrels")
     p.add_argument("run_a", help="baseline run (A)")
     p.add_argument("run_b", help="run compared with the baseline (B)")
-    p.add_argument("-m", action="append", required=True, metavar="MEASURE", help="repeatable")
+    _add_measure(p, required=True)
+    _add_qrels_format(p)
+    p.add_argument(
+        "-c",
+        action="store_true",
+        help="over every qrels query, 0 for a query a run lacks (trec_eval -c)",
+    )
     p.add_argument("--seed", type=int, default=0, help="randomization test seed [0]")
     p.add_argument("--trials", type=_positive_int, default=10000, help="randomization trials")
     p.add_argument("-l", type=int, default=1, metavar="LEVEL", help="min relevant grade [1]")
@@ -102,9 +160,10 @@ def format_line(measure: MeasureInfo, qid: str, value: float | str) -> str:
 
 
 def _render_eval(args: argparse.Namespace) -> str:
-    requested = normalize_measures(args.m or ["official"], first_params_win=True)
+    measures = trec_eval_measures(args.m or ["official"], args.l, args.J)
+    requested = normalize_measures(measures, first_params_win=True)
     layout = resolve_measures(requested)
-    qrels = read_qrels(args.qrels)
+    qrels = read_qrels(args.qrels, args.qrels_format)
     run, runid = read_run_with_runid(args.run)
     per_query = compute_metrics(
         qrels, run, requested, args.l, args.J, max_docs_per_query=args.M, complete=args.c
@@ -136,34 +195,53 @@ def _render_eval(args: argparse.Namespace) -> str:
 
 
 def eval_main(argv: list[str]) -> int:
-    """`rankpipe eval QRELS RUN [-q] [-m MEASURE ...] [-l LEVEL] [-c] [-M N] [-J] [-n]`."""
+    """`rankpipe eval QRELS RUN [-q] [-m MEASURE ...] [-l LEVEL] [-c] [-M N] [-J] [-n]
+    [--qrels-format F]`."""
     return _run("eval", _eval_parser, _render_eval, argv)
 
 
 def _render_compare(args: argparse.Namespace) -> str:
-    requested = normalize_measures(args.m, first_params_win=True)
+    requested = normalize_measures(
+        trec_eval_measures(args.m, args.l, args.J), first_params_win=True
+    )
     # Only measures with per-query values can be paired.
     names = [m.name for m in resolve_measures(requested) if m.per_query and m.summary]
     if not names:
         raise ValueError(f"no per-query measure among {args.m}")
-    qrels = read_qrels(args.qrels)
+    qrels = read_qrels(args.qrels, args.qrels_format)
     evaluated = []
     for path in (args.run_a, args.run_b):
         run, runid = read_run_with_runid(path)
+        # Every judged query, with trec_eval -c's value (0) where the run lacks it; then the
+        # run's own queries are those compute_metrics evaluates without -c.
         per_query = compute_metrics(
             qrels, run, requested, args.l, args.J, max_docs_per_query=args.M, complete=True
         )
-        evaluated.append((per_query, runid))
-    (per_a, runid_a), (per_b, runid_b) = evaluated
-    if not per_a:
-        raise ValueError(f"no judged queries in {args.qrels}")
+        own = {qid for qid, docs in run.items() if docs and qid in per_query}
+        evaluated.append((per_query, own, runid))
+    (all_a, own_a, runid_a), (all_b, own_b, runid_b) = evaluated
+    # As trec_eval averages a run without -c: over the queries it has results for, ignoring
+    # qrels queries it lacks and run queries without judgments. Two runs are paired over the
+    # queries either has, the other scoring 0 on one it lacks; with -c over every qrels query.
+    qids = set(all_a) if args.c else own_a | own_b
+    if not qids:
+        raise ValueError("no queries with both results and relevance info")
+    per_a = {q: all_a[q] for q in sorted(qids)}
+    per_b = {q: all_b[q] for q in sorted(qids)}
     result = compare_per_query(per_a, per_b, names, trials=args.trials, seed=args.seed)
+    which = "every judged query, -c" if args.c else "judged queries of either run"
     lines = [
         f"# A: {args.run_a} (runid {runid_a})  B: {args.run_b} (runid {runid_b})\n",
-        f"# queries: {len(per_a)}  randomization trials: {args.trials}  seed: {args.seed}  "
-        "delta = B - A, win = B better\n",
-        f"{'measure':<22}\tmean_A\tmean_B\tdelta\twin\ttie\tloss\tttest_p\trand_p\n",
+        f"# queries: {len(qids)} ({which})  randomization trials: {args.trials}  "
+        f"seed: {args.seed}  delta = B - A, win = B better\n",
     ]
+    for label, lacking in (("A", qids - own_a), ("B", qids - own_b)):
+        if lacking:
+            lines.append(
+                f"# run {label} has no results for {len(lacking)} of them: 0 there "
+                f"({', '.join(sorted(lacking)[:5])}{', ...' if len(lacking) > 5 else ''})\n"
+            )
+    lines.append(f"{'measure':<22}\tmean_A\tmean_B\tdelta\twin\ttie\tloss\tttest_p\trand_p\n")
     for name in names:
         r = result[name]
         lines.append(
@@ -179,7 +257,8 @@ def _format_p(p: float) -> str:
 
 
 def compare_main(argv: list[str]) -> int:
-    """`rankpipe compare QRELS RUN_A RUN_B -m MEASURE [-m ...] [--seed S] [--trials N]`."""
+    """`rankpipe compare QRELS RUN_A RUN_B -m MEASURE [-m ...] [-c] [--seed S] [--trials N]
+    [--qrels-format F]`."""
     return _run("compare", _compare_parser, _render_compare, argv)
 
 

@@ -38,6 +38,7 @@ from components.ranking_evaluator import (
     report,
     scoring,
     significance,
+    texts,
 )
 from components.ranking_evaluator.baseline import find_baseline
 from components.ranking_evaluator.config import EvaluatorConfig
@@ -52,7 +53,7 @@ from components.ranking_evaluator.constants import (
     REPORT_HTML_FILE,
     REPORT_MD_FILE,
 )
-from rankcore import feedback, folds, fusion
+from rankcore import feedback, folds, fusion, lineage
 from rankcore.file_io import write_text_atomic
 from rankcore.metrics import compute_metrics, mean_metrics, rank_documents, read_qrels, read_run
 
@@ -99,9 +100,10 @@ def compare_reranker_alone(
     seed: int,
 ) -> dict[str, dict[str, dict[str, float]]]:
     """{"first_stage": stats} of the reranker's own scores (no fusion) against the first stage:
-    the README's "alone" figures, which show whether the model learned anything beyond the
-    first stage it is fused with. Report only, never for blessing. Empty when the candidate
-    carries no fusion (its run is then the reranker alone, already in `comparisons`)."""
+    the reports' "alone" figures (docs/results.md), which show whether the model learned
+    anything beyond the first stage it is fused with. Report only, never for blessing. Empty
+    when the candidate carries no fusion (its run is then the reranker alone, already in
+    `comparisons`)."""
     if "reranker" not in per_query:
         return {}
     return {
@@ -193,6 +195,16 @@ def _cross_validation(
             }
         )
     return {"folds": len(parts), "per_fold": per_fold}
+
+
+def _examples_lineage(examples: list) -> dict | None:
+    """RankingDataGen's record of what the examples' token ids mean (rankcore/lineage.py),
+    from the examples artifact; None when it records none (examples from before the record)."""
+    text = examples[0].get_string_custom_property(lineage.RECORD_KEY) if examples else ""
+    try:
+        return json.loads(text) if text else None
+    except ValueError:
+        return None
 
 
 class Executor(base_beam_executor.BaseBeamExecutor):
@@ -287,7 +299,12 @@ class Executor(base_beam_executor.BaseBeamExecutor):
         # SavedModel directories by system. The baseline is the model served now: the newest
         # version under the push destination (a pushed version dir is the SavedModel itself).
         models = {"candidate": path_utils.serving_model_path(model.uri)}
-        baseline = find_baseline(exec_properties.get("push_destination") or "", model.uri)
+        choice = find_baseline(
+            exec_properties.get("push_destination") or "",
+            model.uri,
+            _examples_lineage(input_dict["examples"]),
+        )
+        baseline = choice.served
         if baseline is not None:
             models["baseline"] = baseline.path
         parts = _parts(config, input_dict, models["candidate"])
@@ -415,6 +432,13 @@ class Executor(base_beam_executor.BaseBeamExecutor):
             per_query, metric_names, trials=config.randomization_trials, seed=config.seed
         )
         decision = blessing.decide(aggregates["candidate"], comparisons, config)
+        # Too few queries for the randomization test to ever give p < significance_level: the
+        # report warns, and with require_significance it is the reason the model is refused.
+        small_sample = report.significance_warnings(
+            len(per_query["candidate"]), config.significance_level, config.split, k
+        )
+        if small_sample and config.require_significance and not decision.blessed:
+            decision.reasons.extend(small_sample)
 
         # ---- outputs --------------------------------------------------------------------------
         for name, run in runs.items():
@@ -448,6 +472,10 @@ class Executor(base_beam_executor.BaseBeamExecutor):
             "baseline_fusion": fusions.get("baseline"),
             BLESSED: decision.blessed,
             "reasons": decision.reasons,
+            # The served model not compared (another collection or vocabulary) is a warning
+            # the report shows beside the small-sample one.
+            "warnings": small_sample
+            + ([f"no baseline: {choice.skipped}"] if choice.skipped else []),
             "checks": decision.checks,
             "thresholds": {
                 key: getattr(config, key)
@@ -464,6 +492,8 @@ class Executor(base_beam_executor.BaseBeamExecutor):
             "model_id": model.id,
             "baseline_model": baseline.path if baseline else None,
             "baseline_version": baseline.version if baseline else None,
+            # Why the served model was not compared (another collection or vocabulary), if so.
+            "baseline_skipped": choice.skipped,
             "scoring": scored_by,
             "scoring_seconds": round(scoring_seconds, 2),
             # Where the scoring pass's time went (scoring.pass_phases) and whether it ran in
@@ -472,6 +502,21 @@ class Executor(base_beam_executor.BaseBeamExecutor):
             "candidates_per_second": round(n_scored * len(models) / scoring_seconds, 1),
             "seconds": round(time.time() - start, 1),
         }
+        # The Trainers' TensorBoard logs (model_run: train/, validation/), for the report.
+        metrics["tensorboard_logdirs"] = {
+            name: uri
+            for name, uri in [("Trainer", main_run)]
+            + [(folds.node_id("Trainer", p.fold), p.model_run) for p in parts if k]
+            if uri
+        }
+        # The report's listed queries in words: text and top documents (texts.py).
+        metrics["listed_queries"] = texts.listed_queries_or_none(
+            report.listed_qids(metrics),
+            runs,
+            split_qrels,
+            [artifact_utils.get_split_uri([examples], p.split) for p in parts],
+            models["candidate"],
+        )
         # Metrics, significance tests and the report, timed up to here.
         phases["after_scoring_seconds"] = round(time.time() - t0 - scoring_seconds, 2)
         html = report.html(

@@ -9,7 +9,13 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from scipy import stats
 
-__all__ = ["compare_per_query", "paired_ttest", "randomization_test", "win_tie_loss"]
+__all__ = [
+    "compare_per_query",
+    "min_randomization_p",
+    "paired_ttest",
+    "randomization_test",
+    "win_tie_loss",
+]
 
 # Sign-flip matrices are built in chunks of at most this many entries (int8), so
 # 10,000 trials over 10,000 queries never needs a 10^8-entry array at once.
@@ -70,6 +76,21 @@ def randomization_test(
         hits += int(np.count_nonzero(np.abs(signs @ diff) / n >= threshold))
         done += size
     return (hits + 1) / (trials + 1)
+
+
+def min_randomization_p(n: int) -> float:
+    """The smallest two-sided p the exact paired sign-flip test can give over `n` queries: 2/2^n.
+
+    Of the 2^n equally likely sign assignments, the observed one and its mirror image always
+    reach the observed |mean|, so no outcome gives less (fewer when some differences are 0).
+    With 5 queries that is 0.0625: a significance level of 0.05 can never be met, whatever the
+    model does, and the report says so (report.significance_warnings). randomization_test
+    samples the assignments, so its p scatters around the exact one by about
+    sqrt(p / trials).
+    """
+    if n < 1:
+        return 1.0
+    return min(1.0, math.ldexp(1.0, 1 - n))  # 2^(1-n), no overflow for large n
 
 
 def win_tie_loss(a: Sequence[float], b: Sequence[float], eps: float = 1e-9) -> tuple[int, int, int]:

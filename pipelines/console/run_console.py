@@ -2,7 +2,10 @@
 seconds, one key figure read from the artifacts it produced), the Trainer's progress (one
 updating line on a terminal, a plain line every PROGRESS_EVERY_S seconds otherwise), then the
 summary. The lines come from log records (records.py); everything else goes to the log file
-(capture.py); the figures are read from MLMD (figures.py).
+(capture.py); the figures are read from MLMD (figures.py). Where those records mark a safe place
+to stop (a component about to start, a new execution about to run, a Trainer progress record)
+the console calls `check`: pipelines/interrupts.py's guard raises there when a signal came
+whose exception was lost (docs/architecture.md, "Interrupts").
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -35,6 +39,7 @@ class _Node:
     start: float
     execution_id: int | None = None
     cached: bool = False
+    execution_info: Any = None  # the launcher's ExecutionInfo, once its executor starts
 
 
 @dataclass
@@ -42,7 +47,8 @@ class RunConsole:
     """Context manager around a run: sets up logging, the log file and the console lines.
 
     `metadata_path` (the SQLite MLMD store) is read for each finished component's key figure;
-    `total` is the number of components, for the [i/n] counter (0: unknown).
+    `total` is the number of components, for the [i/n] counter (0: unknown). `check` is
+    called where the run may stop (see the module docstring); it raises to stop it.
     """
 
     log_path: str
@@ -52,6 +58,7 @@ class RunConsole:
     out: IO[str] | None = None  # the console (default: the original stdout)
     err: IO[str] | None = None  # where errors go (default: the original stderr)
     preamble: str = ""  # written at the top of the log (EarlyCapture.text)
+    check: Callable[[], None] | None = None  # raises where the run should stop (interrupts)
     current: _Node | None = None
     failed: str | None = None
     _count: int = 0
@@ -101,7 +108,12 @@ class RunConsole:
     def _prefix(self, index: int) -> str:
         return f"[{index}/{self.total}]" if self.total else f"[{index}]"
 
+    def _check(self) -> None:
+        if self.check is not None:
+            self.check()
+
     def started(self, name: str) -> None:
+        self._check()  # before the line: a component stopped here has not started
         with self._lock:
             self._count += 1
             self.current = _Node(name, self._count, time.time())
@@ -110,6 +122,13 @@ class RunConsole:
     def execution(self, execution_id: int, cached: bool) -> None:
         if self.current is not None:
             self.current.execution_id, self.current.cached = execution_id, cached
+        if not cached:
+            self._check()  # registered, nothing made yet: the clean-up cancels it
+
+    def executor_started(self, execution_info: Any) -> None:
+        """The launcher is about to make the execution's output dirs and run its executor."""
+        if self.current is not None:
+            self.current.execution_info = execution_info
 
     def finished(self, name: str) -> None:
         with self._lock:
@@ -133,18 +152,20 @@ class RunConsole:
         self._count += 1
         self.print(f"{self._prefix(self._count):>7} {name:<34} skipped")
 
-    def fail(self) -> str | None:
-        """Marks the running component failed; returns its name (None: failed outside one)."""
+    def fail(self, status: str = "FAILED") -> str | None:
+        """Marks the running component failed (or `status`, e.g. "interrupted"); returns its
+        name (None: failed outside one)."""
         with self._lock:
             node, self.current = self.current, None
             if node is None:
                 return None
             self.failed = node.name
             elapsed = time.time() - node.start
-            self.print(f"{self._prefix(node.index):>7} {node.name:<34} FAILED {elapsed:>7.1f}s")
+            self.print(f"{self._prefix(node.index):>7} {node.name:<34} {status} {elapsed:>7.1f}s")
             return node.name
 
     def progress(self, p: Progress) -> None:
+        self._check()  # the Trainer's loop, between steps
         if self.verbose:
             return  # the Trainer's own log line is on the console already
         with self._lock:

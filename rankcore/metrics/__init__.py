@@ -20,7 +20,9 @@ from rankcore.metrics.measures import (
 )
 from rankcore.metrics.ranking import rank_documents, truncate_run
 from rankcore.metrics.readers import (
+    QRELS_FORMATS,
     MalformedLineError,
+    detect_qrels_format,
     read_qrels,
     read_run,
     read_run_with_runid,
@@ -29,10 +31,12 @@ from rankcore.metrics.readers import (
 
 __all__ = [
     "MIN_GEO_MEAN",
+    "QRELS_FORMATS",
     "MalformedLineError",
     "MeasureInfo",
     "aggregate",
     "compute_metrics",
+    "detect_qrels_format",
     "mean_metrics",
     "normalize_measures",
     "rank_documents",

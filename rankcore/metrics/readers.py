@@ -3,7 +3,18 @@ parse_trec_qrels / parse_trec_run counterpart).
 
 As in trec_eval v10 (rank column ignored, runid from the last line, '#' comments) but stricter:
 what trec_eval would atol()/atof() to 0 is an error here. The one place rankpipe parses these
-formats: the evaluator, the Trainer's validation and `rankpipe eval` all read through it.
+formats for metrics: the evaluator, the Trainer's validation and `rankpipe eval` all read
+through it.
+
+`read_qrels` also reads the other judgment formats the pipeline takes as `collection.qrels`
+(`QRELS_FORMATS`, the names of components/ranking_datagen/readers' registry): BEIR's
+`qrels/*.tsv` and Cranfield's `cranqrel`, into the same qid -> {docid: grade} with the grades
+RankingDataGen gives them, so that `rankpipe eval` scores a run against a collection's own
+judgment file exactly as the pipeline judges it. Here rather than through the datagen readers:
+those import Apache Beam and open files with TensorFlow (seconds, and start-up noise, for a
+command that reads two text files), and rankcore may not import components; a test holds the
+two to the same records on the shared collections
+(tests/components/ranking_evaluator/test_eval_cli.py).
 """
 
 from __future__ import annotations
@@ -13,7 +24,22 @@ from collections.abc import Callable
 from os import PathLike
 from typing import TypeVar
 
-__all__ = ["MalformedLineError", "read_qrels", "read_run", "read_run_with_runid", "read_runid"]
+__all__ = [
+    "QRELS_FORMATS",
+    "MalformedLineError",
+    "detect_qrels_format",
+    "read_qrels",
+    "read_run",
+    "read_run_with_runid",
+    "read_runid",
+]
+
+# collection.qrels_format's names (components/ranking_datagen/readers READERS["qrels"]).
+TREC_QRELS, BEIR_QRELS, CRANFIELD_QRELS = "trec_qrels", "beir_qrels", "cranfield"
+QRELS_FORMATS: tuple[str, ...] = (TREC_QRELS, BEIR_QRELS, CRANFIELD_QRELS)
+# BEIR's header line (its README, "Load your own dataset"): query-id<TAB>corpus-id<TAB>score.
+BEIR_HEADER = (b"query-id", b"corpus-id")
+_BOM = b"\xef\xbb\xbf"
 
 
 N = TypeVar("N", int, float)
@@ -68,36 +94,124 @@ def _first_time(
         raise MalformedLineError(path, line_no, f"{message} (first at line {first})")
 
 
-def read_qrels(path: str | PathLike[str]) -> dict[str, dict[str, int]]:
-    """Read `qid iter docno rel` lines (trec_eval's qrels format).
+def _trec_judgment(fields: list[bytes]) -> tuple[bytes, bytes, bytes] | str:
+    if len(fields) != 4:
+        return f"expected 4 fields 'qid iter docno rel', got {len(fields)}"
+    return fields[0], fields[2], fields[3]
 
-    As in trec_eval: fields are split on ASCII whitespace (bytes.split matches C
-    isspace, str.split would also split on e.g. U+00A0), exactly 4 fields, lines
-    starting with '#' are comments. Stricter than trec_eval, which atol()s garbage to
-    0: a non-integer relevance or a repeated (qid, docno) raises MalformedLineError.
-    Blank lines are skipped (trec_eval rejects them in qrels, accepts them in runs).
+
+def _beir_judgment(raw: bytes, line_no: int) -> tuple[bytes, bytes, bytes] | str | None:
+    # BEIR's TSV: tab-separated, each column stripped (so CRLF files read), an optional header
+    # on line 1, no comment syntax: as RankingDataGen's BeirQrels reads it.
+    fields = [f.strip() for f in raw.split(b"\t")]
+    if line_no == 1 and tuple(fields[:2]) == BEIR_HEADER:
+        return None
+    if len(fields) != 3:
+        return f"expected 3 tab-separated fields 'query-id corpus-id score', got {len(fields)}"
+    if not fields[0] or not fields[1]:
+        return "empty query-id or corpus-id"
+    return fields[0], fields[1], fields[2]
+
+
+def _cranfield_gain(code: int) -> int | None:
+    """Cranfield's relevance code -> gain, as RankingDataGen's CranfieldQrels maps it: codes 1..5
+    of Cleverdon's scale (1 = complete answer) -> 5 - code, and -1 (one line per query) -> 0,
+    judged non-relevant (../shared/README.md; cranqrel.readme)."""
+    if code == -1:
+        return 0
+    return 5 - code if 1 <= code <= 5 else None
+
+
+def read_qrels(
+    path: str | PathLike[str], qrels_format: str = TREC_QRELS
+) -> dict[str, dict[str, int]]:
+    """Read judgments as {qid: {docno: grade}}; `qrels_format` is one of QRELS_FORMATS or
+    "auto" (`detect_qrels_format`).
+
+    trec_qrels, `qid iter docno rel` (trec_eval's format), as trec_eval reads it: fields split
+    on ASCII whitespace (bytes.split matches C isspace, str.split would also split on e.g.
+    U+00A0), exactly 4 fields, lines starting with '#' are comments. Stricter than trec_eval,
+    which atol()s garbage to 0: a non-integer relevance or a repeated (qid, docno) raises
+    MalformedLineError. Blank lines are skipped (trec_eval rejects them in qrels, accepts
+    them in runs).
+
+    beir_qrels, `query-id<TAB>corpus-id<TAB>score` with or without that header line; cranfield,
+    `qid docid code` with Cleverdon's codes mapped to gains (`_cranfield_gain`): the same
+    records as RankingDataGen's readers of those formats, with the same strictness as above.
     """
+    if qrels_format == "auto":
+        qrels_format = detect_qrels_format(path)
+    if qrels_format not in QRELS_FORMATS:
+        raise ValueError(
+            f"unknown qrels format {qrels_format!r}; known: {', '.join(QRELS_FORMATS)}"
+        )
     qrels: dict[str, dict[str, int]] = {}
     first_seen: dict[tuple[str, str], int] = {}
     with open(path, "rb") as f:
         for line_no, raw in enumerate(f, start=1):
-            if raw.startswith(b"#"):
-                continue
-            fields = raw.split()
-            if not fields:
-                continue
-            if len(fields) != 4:
-                raise MalformedLineError(
-                    path, line_no, f"expected 4 fields 'qid iter docno rel', got {len(fields)}"
-                )
-            qid = _decode(fields[0], path, line_no)
-            docno = _decode(fields[2], path, line_no)
-            rel = _number(int, fields[3], "relevance", "an integer", path, line_no)
+            if qrels_format == BEIR_QRELS:
+                if line_no == 1 and raw.startswith(_BOM):
+                    raw = raw[len(_BOM) :]
+                if not raw.strip():
+                    continue
+                parsed = _beir_judgment(raw, line_no)
+                if parsed is None:
+                    continue
+            else:
+                if raw.startswith(b"#"):
+                    continue
+                fields = raw.split()
+                if not fields:
+                    continue
+                if qrels_format == TREC_QRELS:
+                    parsed = _trec_judgment(fields)
+                elif len(fields) != 3:
+                    parsed = f"expected 3 fields 'qid docid code' (cranqrel), got {len(fields)}"
+                else:
+                    parsed = (fields[0], fields[1], fields[2])
+            if isinstance(parsed, str):
+                raise MalformedLineError(path, line_no, parsed)
+            qid = _decode(parsed[0], path, line_no)
+            docno = _decode(parsed[1], path, line_no)
+            rel = _number(int, parsed[2], "relevance", "an integer", path, line_no)
+            if qrels_format == CRANFIELD_QRELS:
+                gain = _cranfield_gain(rel)
+                if gain is None:
+                    problem = f"unknown Cranfield relevance code {rel} (expected 1..5 or -1)"
+                    raise MalformedLineError(path, line_no, problem)
+                rel = gain
             _first_time(
                 first_seen, qid, docno, path, line_no, "duplicate judgment of {d!r} for query {q!r}"
             )
             qrels.setdefault(qid, {})[docno] = rel
     return qrels
+
+
+def detect_qrels_format(path: str | PathLike[str]) -> str:
+    """The qrels format of the file at `path`, from its first line that is not blank or a
+    '#' comment: BEIR's header or 3 tab-separated fields -> beir_qrels; else trec_qrels (4
+    fields; a malformed line is then reported as trec_eval's format). 3 space-separated fields
+    raise MalformedLineError: Cranfield's cranqrel looks like that, and reading its relevance
+    codes as grades would score silently wrong, so that format must be named."""
+    with open(path, "rb") as f:
+        for line_no, raw in enumerate(f, start=1):
+            if line_no == 1 and raw.startswith(_BOM):
+                raw = raw[len(_BOM) :]
+            if not raw.strip() or raw.startswith(b"#"):
+                continue
+            tabbed = [c.strip() for c in raw.split(b"\t")]
+            if tuple(tabbed[:2]) == BEIR_HEADER or len(tabbed) == 3:
+                return BEIR_QRELS
+            if len(raw.split()) == 3:
+                raise MalformedLineError(
+                    path,
+                    line_no,
+                    "cannot tell the qrels format: 3 space-separated fields, as in Cranfield's "
+                    "cranqrel (relevance codes; name the format: cranfield) or a BEIR qrels "
+                    "file without its tabs; TREC qrels have 4 fields",
+                )
+            return TREC_QRELS
+    return TREC_QRELS
 
 
 def read_run_with_runid(

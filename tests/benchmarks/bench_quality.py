@@ -11,8 +11,8 @@ fused; paired randomization p vs BM25, wins/ties/losses) and the Trainer's train
         [--systems knrm,de-zero-shot,de-fine-tuned,ce-fine-tuned] [--json FILE] [--folds K]
 
 --folds K: every run cross-validated over K folds (evaluator.cross_validation.folds), the
-figures over all judged queries; the default 0 keeps the single test split the table above
-the README's cross-validated one was measured on.
+figures over all judged queries; the default 0 keeps the single test split of
+docs/results.md's single-split tables.
 
 Systems (per collection):
   knrm            the from-scratch config (cranfield-knrm.yaml / msmarco-subset-knrm.yaml)

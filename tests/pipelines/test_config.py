@@ -111,9 +111,9 @@ def test_integer_accepted_for_float_but_not_string_for_int() -> None:
     [
         ({"trainer.learnig_rate": 0.1}, r"unknown key 'trainer\.learnig_rate'.*learning_rate"),
         ({"datagen.max_doc_length": "long"}, r"datagen\.max_doc_length: expected an integer"),
-        ({"datagen.sampling.mode": "triplet"}, r"datagen\.sampling: mode: 'triplet' is not one of"),
-        ({"datagen.max_query_length": 0}, r"datagen: max_query_length: must be > 0"),
-        ({"evaluator.main_metric": "P_7"}, r"evaluator: main_metric: 'P_7' is not in measures"),
+        ({"datagen.sampling.mode": "triplet"}, r"datagen\.sampling\.mode: 'triplet' is not one of"),
+        ({"datagen.max_query_length": 0}, r"datagen\.max_query_length: must be > 0"),
+        ({"evaluator.main_metric": "P_7"}, r"evaluator\.main_metric: 'P_7' is not in measures"),
         ({"runner.beam.extra_args": "--foo"}, r"runner\.beam\.extra_args: expected a list"),
     ],
 )
@@ -272,13 +272,22 @@ def test_a_distributed_beam_runner_needs_object_store_locations(tmp_path: Path) 
     """Its workers open the pipeline root's artifacts, the documents and the served baseline
     (docs/datagen.md, "Distributed runners"): a local path is a config error naming the key."""
     dataflow = ["--runner=DataflowRunner", "--project=p", "--temp_location=gs://b/t"]
+    # The demo is generated on local disk only: these read a collection from the object store.
+    base = {
+        "collection.demo.enabled": False,
+        "collection.queries": "gs://b/collection/queries.jsonl",
+        "collection.qrels": "gs://b/collection/qrels.txt",
+    }
     remote = {
         "runner.pipeline_root": "gs://b/root",
         "collection.documents": "gs://b/collection/corpus.jsonl",
         "pusher.destination": "gs://b/serving",
     }
     for local_key in remote:
-        changes = {k: v for k, v in remote.items() if k != local_key}
+        local_corpus = tmp_path / "corpus.jsonl"
+        local_corpus.write_text("")
+        changes = {**base, "collection.documents": str(local_corpus)}
+        changes.update({k: v for k, v in remote.items() if k != local_key})
         path = _write(tmp_path, _demo_data(**{"runner.beam.extra_args": dataflow, **changes}))
         with pytest.raises(
             ConfigError,
@@ -286,7 +295,9 @@ def test_a_distributed_beam_runner_needs_object_store_locations(tmp_path: Path) 
             r"of the Beam runner DataflowRunner \(runner\.beam\.extra_args\) may run elsewhere",
         ):
             load_config(path)
-    load_config(_write(tmp_path, _demo_data(**{"runner.beam.extra_args": dataflow, **remote})))
+    load_config(
+        _write(tmp_path, _demo_data(**{"runner.beam.extra_args": dataflow, **base, **remote}))
+    )
     # Workers on this machine: local paths are fine, as without --runner.
     loopback = ["--runner=PortableRunner", "--job_endpoint=embed", "--environment_type=LOOPBACK"]
     load_config(_write(tmp_path, _demo_data(**{"runner.beam.extra_args": loopback})))

@@ -1,4 +1,4 @@
-"""The README's configuration reference lists every config key and is up to date."""
+"""docs/config-reference.md lists every config key and is up to date."""
 
 from __future__ import annotations
 
@@ -24,10 +24,11 @@ def _leaf_keys(cls: type, prefix: str = "") -> set[str]:
     return keys
 
 
-def test_readme_reference_is_current() -> None:
-    text = config_reference.README.read_text()
-    assert config_reference.render_readme(text) == text, (
-        "README.md is out of date: run .venv/bin/python -m pipelines.config_reference --write"
+def test_reference_doc_is_current() -> None:
+    text = config_reference.REFERENCE.read_text()
+    assert config_reference.render(text) == text, (
+        "docs/config-reference.md is out of date: "
+        "run .venv/bin/python -m pipelines.config_reference --write"
     )
 
 

@@ -17,6 +17,8 @@ Layout (one way down: this registry -> format families -> ``base``):
   base classes and the one parsing loop (``parse_items``, ``Columns``) every reader uses;
 * ``trec`` (qrels, runs, SGML documents, topics), ``beir``, ``msmarco``, ``cranfield``: one
   module per format family, each citing its upstream spec;
+* ``sniff``: which format a file looks like from its first lines (``guess_format``), for the
+  error of a file read in the wrong format and for ``rankpipe init``;
 * here: ``READERS``, the registry, the one place a format name is bound to its reader (the
   configuration's lists of format names are to be derived from it, issue 19).
 
@@ -39,11 +41,11 @@ from components.ranking_datagen.readers.base import (
     BadRecord,
     BadRecordError,
     Document,
+    EmptyInputError,
     Judgment,
     PairReader,
     Policy,
     Query,
-    ReadCollectionFile,
     Reader,
     Record,
     RunEntry,
@@ -59,6 +61,7 @@ from components.ranking_datagen.readers.cranfield import (
     CranfieldQueries,
 )
 from components.ranking_datagen.readers.msmarco import MsMarcoTsvDocuments, MsMarcoTsvQueries
+from components.ranking_datagen.readers.sniff import guess_format
 from components.ranking_datagen.readers.trec import (
     TOPIC_FIELDS,
     TrecQrels,
@@ -89,6 +92,17 @@ READERS: dict[str, dict[str, type[Reader]]] = {
         "trec_run": TrecRun,
     },
 }
+
+
+def __getattr__(name: str) -> Any:
+    """``ReadCollectionFile`` on first use (PEP 562): it is a Beam DoFn (beam_io.py), and
+    importing Beam costs seconds that users of the registry alone (the pipeline config, hence
+    `rankpipe config show`) need not pay."""
+    if name == "ReadCollectionFile":
+        from components.ranking_datagen.readers.beam_io import ReadCollectionFile
+
+        return ReadCollectionFile
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def get_reader(kind: str, format_name: str, **options: Any) -> Reader:
@@ -122,6 +136,7 @@ __all__ = [
     "CranfieldQrels",
     "CranfieldQueries",
     "Document",
+    "EmptyInputError",
     "Judgment",
     "MsMarcoTsvDocuments",
     "MsMarcoTsvQueries",
@@ -139,6 +154,7 @@ __all__ = [
     "TrecTopics",
     "bad_records_counter",
     "get_reader",
+    "guess_format",
     "iter_lines",
     "open_binary",
 ]

@@ -31,9 +31,6 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, ClassVar, Literal, NamedTuple, Union
 
-import apache_beam as beam
-from apache_beam.metrics import Metrics
-
 # Error texts name the package, not this module: "components.ranking_datagen.readers.
 # BadRecordError: <path>:<line>: ..." is what Beam workers send back and what callers match.
 PACKAGE = __name__.rsplit(".", 1)[0]
@@ -104,7 +101,14 @@ class BadRecordError(ValueError):
         return (BadRecordError, (self.bad_record,))
 
 
-for _public in (Document, Query, Judgment, RunEntry, BadRecord, BadRecordError):
+class EmptyInputError(ValueError):
+    """Files matching a collection key gave no record at all, not even a bad one: empty, or
+    read as a block format that finds none of its blocks. Its own type (not a BadRecordError):
+    there is no record to fix or skip, the key or the format is wrong (sniff.py's
+    ``no_records_message`` says which)."""
+
+
+for _public in (Document, Query, Judgment, RunEntry, BadRecord, BadRecordError, EmptyInputError):
     _public.__module__ = PACKAGE
 del _public
 
@@ -117,6 +121,11 @@ def check_policy(on_bad_record: str) -> str:
 
 def bad_records_counter(kind: str) -> Any:
     """The Beam counter ``rankpipe/bad_records_<kind>`` (works inside and outside a pipeline)."""
+    # Beam is imported where used (here and in beam_io.py): the pipeline config reads the
+    # format registry, and `rankpipe config show` needs no Beam (which also loads TensorFlow:
+    # seconds, and start-up warnings a user cannot act on).
+    from apache_beam.metrics import Metrics
+
     return Metrics.counter(METRICS_NAMESPACE, f"bad_records_{kind}")
 
 
@@ -247,13 +256,24 @@ class Reader(ABC):
 
     def read_with_lines(self, path: str) -> Iterator[tuple[int, Record] | BadRecord]:
         """Like ``read_with_errors``, with each good record as ``(start_line, record)``, so that
-        collection-level checks (a judged docid missing from the corpus...) can name the line."""
+        collection-level checks (a judged docid missing from the corpus...) can name the line.
+
+        A file whose first record already fails to parse may be in another format: its
+        BadRecord then says which (``sniff.diagnose_first_record``: "looks like BEIR corpus
+        (JSON lines), not msmarco_tsv (...): set collection.documents_format: beir_corpus").
+        When the file surely is in another format, every record of it would be bad, so that
+        one is raised as BadRecordError whatever the policy: skipping would drop the file."""
         path = str(path)
         seen: dict[Any, int] = {}
+        first = True
         for item in self._parse(path):
             if isinstance(item, BadRecord):
+                if first:
+                    item = self._first_record_failed(item)
+                first = False
                 yield item
                 continue
+            first = False
             bad = self._check(path, item)
             if bad is not None:
                 yield bad
@@ -271,6 +291,22 @@ class Reader(ABC):
                     continue
                 seen[key] = item.line
             yield item.line, item.record
+
+    def _first_record_failed(self, bad: BadRecord) -> BadRecord:
+        """``bad`` (the file's first record) with the cause the file's first lines suggest;
+        raises it when the file is in another format (see ``read_with_lines``)."""
+        # Here, not at the top: sniff names formats by the registry, which imports this module.
+        from components.ranking_datagen.readers import sniff
+
+        diagnosis = sniff.diagnose_first_record(
+            bad.path, self.kind, sniff.format_name(self), bad.problem
+        )
+        if diagnosis is None:
+            return bad
+        bad = bad._replace(problem=diagnosis.problem)
+        if diagnosis.certain:
+            raise BadRecordError(bad)
+        return bad
 
     def read(self, path: str) -> Iterator[Record]:
         """Yield the file's good records, applying ``on_bad_record`` to the bad ones."""
@@ -425,34 +461,3 @@ class Columns:
             return None if values is None else make(*values)
 
         return parse_items(path, record_lines(path, self.comments), parse_line)
-
-
-# --------------------------------------------------------------------------------------------
-# Beam helper
-# --------------------------------------------------------------------------------------------
-
-
-class ReadCollectionFile(beam.DoFn):
-    """DoFn: file path -> records (main output) and BadRecords (output tagged
-    ``BAD_RECORDS_TAG``). Bad records are counted in ``rankpipe/bad_records_<kind>``; with
-    ``on_bad_record="fail"`` the first one raises BadRecordError instead of being emitted.
-    ``on_bad_record=None`` uses the reader's own policy."""
-
-    def __init__(self, reader: Reader, on_bad_record: Policy | None = None) -> None:
-        super().__init__()
-        self.reader = reader
-        self.on_bad_record = check_policy(on_bad_record or reader.on_bad_record)
-        self.bad_records = bad_records_counter(reader.kind)
-
-    def process(self, path: str) -> Iterator[Any]:
-        for item in self.reader.read_with_errors(path):
-            if isinstance(item, BadRecord):
-                self.bad_records.inc()
-                if self.on_bad_record == "fail":
-                    raise BadRecordError(item)
-                yield beam.pvalue.TaggedOutput(BAD_RECORDS_TAG, item)
-            else:
-                yield item
-
-
-ReadCollectionFile.__module__ = PACKAGE

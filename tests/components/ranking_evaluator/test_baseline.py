@@ -5,9 +5,22 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from components.ranking_evaluator.baseline import ServedModel, find_baseline, served_model
+from components.ranking_evaluator.baseline import (
+    BaselineChoice,
+    ServedModel,
+    find_baseline,
+    served_model,
+)
 from components.ranking_pusher import model_card
 from components.ranking_pusher.executor import push_new_version
+from rankcore import lineage
+
+SETTINGS = {"lowercase": True, "max_query_length": 16, "max_doc_length": 64}
+DEMO = lineage.fingerprints(
+    lineage.collection_fingerprint({"q1": "heat"}, {"q1": {"d1": 1}}, 600),
+    lineage.vocabulary_fingerprint(["[PAD]", "[UNK]", "heat"]),
+    SETTINGS,
+)
 
 
 def _saved_model(path: Path) -> Path:
@@ -18,9 +31,10 @@ def _saved_model(path: Path) -> Path:
     return path
 
 
-def _card(model_uri: str):
+def _card(model_uri: str, record: dict | None = DEMO):
     def files(version: str, path: str) -> dict[str, str]:
-        return {model_card.CARD_JSON: json.dumps({"version": version, "model": {"uri": model_uri}})}
+        card = {"version": version, "model": {"uri": model_uri}, "data": {"lineage": record}}
+        return {model_card.CARD_JSON: json.dumps(card)}
 
     return files
 
@@ -37,20 +51,54 @@ def test_newest_pushed_version_is_the_baseline(tmp_path: Path) -> None:
     (destination / "notes.txt").write_text("not a version")
 
     served = served_model(str(destination))
-    assert served == ServedModel(path=p2, version=int(v2), model_uri="m2")
-    assert find_baseline(str(destination), "some/new/model") == served
+    assert served == ServedModel(path=p2, version=int(v2), model_uri="m2", lineage=DEMO)
+    assert find_baseline(str(destination), "some/new/model", DEMO) == BaselineChoice(served)
     # Evaluating the served model again: comparing it with its own copy says nothing.
-    assert find_baseline(str(destination), "m2/") is None
+    assert find_baseline(str(destination), "m2/", DEMO) == BaselineChoice(None)
 
 
 def test_no_baseline_before_the_first_push(tmp_path: Path) -> None:
     assert served_model("") is None
     assert served_model(str(tmp_path / "missing")) is None
     (tmp_path / "empty").mkdir()
-    assert find_baseline(str(tmp_path / "empty"), "m") is None
+    assert find_baseline(str(tmp_path / "empty"), "m", DEMO) == BaselineChoice(None)
 
 
-def test_a_version_without_a_card_is_still_the_baseline(tmp_path: Path) -> None:
+def test_a_version_without_a_record_is_not_compared(tmp_path: Path) -> None:
+    """Nothing says which token ids it reads: skipped, with the reason, never fed ours."""
     _saved_model(tmp_path / "serving" / "12")
-    served = find_baseline(str(tmp_path / "serving"), "m")
-    assert served == ServedModel(path=str(tmp_path / "serving" / "12"), version=12, model_uri=None)
+    choice = find_baseline(str(tmp_path / "serving"), "m", DEMO)
+    assert choice.served is None
+    assert choice.skipped == (
+        f"the served model (version 12, {tmp_path / 'serving' / '12'}) is not compared: the "
+        "served model's card records no collection or vocabulary fingerprint"
+    )
+
+
+def _push(tmp_path: Path, record: dict) -> str:
+    destination = tmp_path / "serving"
+    push_new_version(str(_saved_model(tmp_path / "m1")), str(destination), _card("m1", record))
+    return str(destination)
+
+
+def test_another_collection_is_not_compared(tmp_path: Path) -> None:
+    other = dict(DEMO, collection=lineage.collection_fingerprint({"q1": "x"}, {"q1": {}}, 200))
+    choice = find_baseline(_push(tmp_path, DEMO), "m2", other)
+    assert choice.served is None
+    assert choice.skipped.endswith(
+        "is not compared: it was trained for another collection (its queries, judgments or "
+        "corpus differ)"
+    )
+
+
+def test_another_vocabulary_or_truncation_is_not_compared(tmp_path: Path) -> None:
+    destination = _push(tmp_path, DEMO)
+    other_vocab = dict(DEMO, vocabulary=lineage.vocabulary_fingerprint(["[PAD]", "heat"]))
+    assert find_baseline(destination, "m2", other_vocab).skipped.endswith(
+        "it reads another vocabulary (its token ids mean other tokens)"
+    )
+    longer = dict(DEMO, tokenization=dict(SETTINGS, max_doc_length=128))
+    assert find_baseline(destination, "m2", longer).skipped.endswith(
+        "it was trained on other tokenization settings (max_doc_length 64 vs 128)"
+    )
+    assert find_baseline(destination, "m2", dict(DEMO)).served is not None

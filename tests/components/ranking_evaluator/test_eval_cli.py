@@ -1,4 +1,5 @@
-"""`rankpipe eval` / `rankpipe compare` output against trec_eval v10's reference output."""
+"""`rankpipe eval` / `rankpipe compare` output against trec_eval v10's reference output, in every
+judgment format the pipeline reads and with ir_measures' measure names."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from components.ranking_evaluator.eval_cli import compare_main, eval_main
-from rankcore.metrics import rank_documents, read_qrels, read_run
+from rankcore.metrics import QRELS_FORMATS, rank_documents, read_qrels, read_run
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
@@ -206,7 +207,8 @@ def test_malformed_input_names_file_and_line(
 def test_usage_errors(ref: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     files = [ref / "qrels.test", ref / "results.test"]
     rc, out, err = run_eval(capsys, "-m", "nosuch", *files)
-    assert (rc, out, err) == (2, "", "rankpipe eval: unsupported measure 'nosuch'\n")
+    assert (rc, out) == (2, "")
+    assert err.startswith("rankpipe eval: unsupported measure 'nosuch'; supported: trec_eval ")
     missing = tmp_path / "missing"
     rc, _, err = run_eval(capsys, missing, ref / "results.test")
     assert (rc, err) == (2, f"rankpipe eval: cannot read {missing}: No such file or directory\n")
@@ -268,7 +270,9 @@ def test_compare_truncated_run(ref: Path, capsys: pytest.CaptureFixture[str]) ->
     rows = compare_rows(out)
     eval_main(["-c", "-m", "map", str(ref / "qrels.test"), str(ref / "results.trunc")])
     map_b = capsys.readouterr()[0].split("\t")[2].strip()
-    assert rows["map"][:2] == ["0.1785", map_b]  # B averaged over all 3 qrels queries (-c)
+    # Over the queries of either run: A has all 3, so B's missing 302 counts 0 (as with -c).
+    assert rows["map"][:2] == ["0.1785", map_b]
+    assert "# run B has no results for 1 of them: 0 there (302)" in out
     assert float(rows["map"][2]) == pytest.approx(float(map_b) - 0.1785, abs=2e-4)
     assert [int(x) for x in rows["map"][3:6]] == [1, 1, 1]
     # 3 queries: 8 sign patterns; the randomization p is a multiple of 1/1000 here.
@@ -283,3 +287,183 @@ def test_compare_errors(ref: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert "-m" in capsys.readouterr()[1]
     assert compare_main([*argv, "-m", "gm_map"]) == 2  # no per-query values to pair
     assert "no per-query measure" in capsys.readouterr()[1]
+
+
+def all_values(output: str) -> dict[str, str]:
+    return lines_by_qid(output)["all"]
+
+
+def test_compare_means_are_the_eval_values_of_the_same_queries(
+    ref: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """compare's means are what eval (and trec_eval) print for the same query set: without -c
+    the judged queries of the runs (results.trunc: 301 and 303; out.test: all three), with -c
+    every qrels query."""
+    qrels, full, trunc = ref / "qrels.test", ref / "results.test", ref / "results.trunc"
+    measures = ["map", "P_5", "P_10", "recip_rank", "Rprec", "bpref"]
+    m_args = [x for m in measures for x in ("-m", m)]
+    expected_full = all_values((ref / "out.test").read_text())
+    for run, flags in ((full, []), (trunc, []), (trunc, ["-c"])):
+        assert compare_main([*flags, str(qrels), str(run), str(run), *m_args]) == 0
+        out = capsys.readouterr()[0]
+        rows = compare_rows(out)
+        _, evaluated, _ = run_eval(capsys, *flags, "-m", "official", qrels, run)
+        values = all_values(evaluated)
+        assert f"# queries: {values['num_q']} " in out
+        for name in measures:
+            assert rows[name][:2] == [values[name], values[name]], (run, flags, name)
+            if run == full:
+                assert rows[name][0] == expected_full[name]  # trec_eval's own out.test
+
+
+def test_compare_ignores_queries_without_judgments_and_pairs_missing_ones(
+    ref: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A run query the qrels do not judge is ignored (as trec_eval ignores it); 302, judged but
+    # in neither run, is left out without -c.
+    extra = tmp_path / "extra.run"
+    extra.write_text((ref / "results.trunc").read_text() + "999 Q0 d1 1 9.0 X\n")
+    argv = [str(ref / "qrels.test"), str(extra), str(ref / "results.trunc"), "-m", "map"]
+    assert compare_main(argv) == 0
+    out = capsys.readouterr()[0]
+    assert "# queries: 2 (judged queries of either run)" in out and "no results" not in out
+    assert compare_main(["-c", *argv]) == 0
+    out_c = capsys.readouterr()[0]
+    assert "# queries: 3 (every judged query, -c)" in out_c
+    assert "# run A has no results for 1 of them: 0 there (302)" in out_c
+    rc, out_eval, _ = run_eval(capsys, "-m", "map", ref / "qrels.test", extra)
+    assert rc == 0
+    _, out_trunc, _ = run_eval(capsys, "-m", "map", ref / "qrels.test", ref / "results.trunc")
+    assert out_eval == out_trunc
+
+
+# --------------------------------------------------------------------------- formats, names
+
+
+def _as_beir(qrels: dict[str, dict[str, int]], header: bool) -> str:
+    lines = ["query-id\tcorpus-id\tscore"] if header else []
+    lines += [f"{q}\t{d}\t{r}" for q, docs in qrels.items() for d, r in docs.items()]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("header", [True, False])
+def test_beir_qrels_reproduce_out_test(
+    ref: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], header: bool
+) -> None:
+    # qrels.test's judgments in BEIR's TSV: the format is told from the first line.
+    beir = tmp_path / "test.tsv"
+    beir.write_text(_as_beir(read_qrels(ref / "qrels.test"), header))
+    rc, out, err = run_eval(capsys, beir, ref / "results.test")
+    assert (rc, err) == (0, "")
+    assert out == (ref / "out.test").read_text()
+    rc, out, _ = run_eval(capsys, "--qrels-format", "beir_qrels", beir, ref / "results.test")
+    assert rc == 0 and out == (ref / "out.test").read_text()
+
+
+def test_real_beir_qrels_with_header(
+    shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """NFCorpus' dev qrels, header and all (before: "expected 4 fields"), with a run that ranks
+    20 queries' judged documents by grade: nDCG@10 is 1 on each, over those 20 queries."""
+    qrels = shared_data / "nfcorpus" / "qrels" / "dev.tsv"
+    judged = read_qrels(qrels, "beir_qrels")
+    run = tmp_path / "ideal.run"
+    run.write_text(
+        "".join(
+            f"{q} Q0 {d} {i} {float(g)} ideal\n"
+            for q in sorted(judged)[:20]
+            for i, (d, g) in enumerate(sorted(judged[q].items(), key=lambda x: -x[1]))
+        )
+    )
+    rc, out, err = run_eval(capsys, "-m", "nDCG@10", "-m", "num_q", qrels, run)
+    assert (rc, err) == (0, "")
+    assert all_values(out) == {"num_q": "20", "ndcg_cut_10": "1.0000"}
+
+
+def test_cranfield_qrels_must_be_named(
+    shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cran = shared_data / "cranfield"
+    run = cran / "runs" / "lucene-english-100.run"
+    rc, out, err = run_eval(capsys, cran / "cranqrel", run)
+    assert rc == 2 and out == ""
+    assert "cannot tell the qrels format: 3 space-separated fields" in err and "cranfield" in err
+    rc, out, err = run_eval(capsys, "--qrels-format", "cranfield", "-m", "ndcg_cut.10", "-m", "map",
+                            cran / "cranqrel", run)  # fmt: skip
+    assert (rc, err) == (0, "")
+    # The same as the TREC qrels RankingDataGen writes from cranqrel (gains 5 - code, -1 -> 0).
+    from components.ranking_datagen.readers import get_reader
+
+    trec = tmp_path / "cranqrel.trec"
+    trec.write_text(
+        "".join(
+            f"{j.qid} 0 {j.docid} {j.relevance}\n"
+            for j in get_reader("qrels", "cranfield").read(str(cran / "cranqrel"))
+        )
+    )
+    _, out_trec, _ = run_eval(capsys, "-m", "ndcg_cut.10", "-m", "map", trec, run)
+    assert out == out_trec
+
+
+def test_qrels_read_as_the_pipeline_reads_them(shared_data: Path) -> None:
+    """rankcore's qrels reader (eval, evaluator, Trainer) and RankingDataGen's readers give the
+    same judgments on the real collections, in each format: one meaning per file."""
+    from components.ranking_datagen.readers import READERS, get_reader
+
+    assert set(QRELS_FORMATS) == set(READERS["qrels"])
+    files = [
+        (shared_data / "trec_eval" / "qrels.test", "trec_qrels"),
+        (shared_data / "trec_eval" / "qrels.rel_level", "trec_qrels"),
+        (shared_data / "nfcorpus" / "qrels" / "dev.tsv", "beir_qrels"),
+        (shared_data / "msmarco-dl19-subset" / "qrels" / "test.tsv", "beir_qrels"),
+        (shared_data / "cranfield" / "cranqrel", "cranfield"),
+    ]
+    for path, fmt in files:
+        theirs: dict[str, dict[str, int]] = {}
+        for j in get_reader("qrels", fmt).read(str(path)):
+            theirs.setdefault(j.qid, {})[j.docid] = j.relevance
+        assert read_qrels(path, fmt) == theirs, path
+
+
+def test_ir_measures_names(ref: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    files = [ref / "qrels.test", ref / "results.test"]
+    ir = ["nDCG@10", "P@5", "P@10", "RR", "AP", "R@100", "RR@10"]
+    rc, out, err = run_eval(capsys, *[x for m in ir for x in ("-m", m)], *files)
+    assert (rc, err) == (0, "")
+    trec = ["ndcg_cut.10", "P.5,10", "recip_rank", "map", "recall.100", "mrr_cut.10"]
+    _, out_trec, _ = run_eval(capsys, *[x for m in trec for x in ("-m", m)], *files)
+    assert out == out_trec  # printed under trec_eval's names, in its order
+    names = [line.split("\t")[0].rstrip() for line in out.splitlines()]
+    assert names == ["map", "recip_rank", "mrr_cut_10", "P_5", "P_10", "recall_100",
+                     "ndcg_cut_10"]  # fmt: skip
+    reference = set((ref / "out.test.a").read_text().splitlines())
+    assert {line for line in out.splitlines() if "mrr_cut" not in line} <= reference
+    rc, out, err = run_eval(capsys, "-m", "ndcg@10", *files)
+    assert rc == 2 and out == ""
+    assert err.startswith("rankpipe eval: unsupported measure 'ndcg@10'; did you mean nDCG@10?")
+    rc, _, err = run_eval(capsys, "-m", "P(rel=2)@5", *files)
+    assert rc == 2 and "give -l 2" in err
+    rc, out, _ = run_eval(capsys, "-l", "2", "-m", "P(rel=2)@5", ref / "qrels.rel_level", files[1])
+    assert rc == 0 and out.startswith("P_5 ")
+
+
+@pytest.mark.e2e
+def test_compare_on_the_pipelines_artifacts_matches_its_summary(pipeline_runs) -> None:
+    """The evaluator's first-stage and candidate runs (test split only) against RankingDataGen's
+    qrels (every query): compare's means are metrics.json's, the run summary's numbers."""
+    run = pipeline_runs.first
+    evaluation = Path(run.evaluation.uri)
+    (qrels,) = (
+        Path(u) / "qrels.txt" for u in pipeline_runs.artifact_uri("qrels", "RankingDataGen")
+    )
+    main = run.metrics["main_metric"]
+    argv = [str(qrels), str(evaluation / "first_stage.run"), str(evaluation / "candidate.run")]
+    done = subprocess.run(
+        [sys.executable, "-m", "pipelines.cli", "compare", *argv, "-m", main],
+        capture_output=True, text=True, cwd=REPO_ROOT, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    row = compare_rows(done.stdout)[main]
+    agg = run.metrics["aggregate"]
+    assert row[:2] == [f"{agg['first_stage'][main]:.4f}", f"{agg['candidate'][main]:.4f}"]
+    assert f"# queries: {run.metrics['num_queries']} " in done.stdout

@@ -1,5 +1,6 @@
-"""The reranker-alone comparison (metrics.json "reranker_comparisons", the README's "alone"
-p-values and W/T/L) on per-query values small enough to work out by hand."""
+"""The reranker-alone comparison (metrics.json "reranker_comparisons", the "alone" rows'
+p-values and W/T/L in the reports and docs/results.md) on per-query values small enough to
+work out by hand."""
 
 from __future__ import annotations
 
