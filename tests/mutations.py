@@ -362,4 +362,41 @@ MUTATIONS: tuple[Mutation, ...] = (
         replace='    Family("gm_map", "mean"),',
         tests=("tests/rankcore/metrics/test_trec_eval.py",),
     ),
+    Mutation(
+        name="baseline-across-collections",
+        promise="a served model of another collection or vocabulary is not compared, and the "
+        "verdict says why",
+        file="components/ranking_evaluator/baseline.py",
+        find="    why = lineage.incomparable(candidate_lineage, served.lineage)\n",
+        replace="    why = None\n",
+        tests=(
+            "tests/components/ranking_evaluator/test_baseline.py",
+            "tests/pipelines/test_own_collection.py::"
+            "test_own_collection_in_two_commands_after_the_demo",
+        ),
+    ),
+    Mutation(
+        name="demo-writes-user-dir",
+        promise="the demo never writes into a directory the user named",
+        file="pipelines/config.py",
+        find="    if not any(real == o or real.startswith(o + os.sep) for o in owned):",
+        replace="    if False:",
+        tests=("tests/pipelines/test_demo_data.py",),
+    ),
+    Mutation(
+        name="demo-overwrites-files",
+        promise="the demo generator never overwrites files it did not write",
+        file="pipelines/demo_data.py",
+        find="    if (out / MARKER).exists():\n        return\n",
+        replace="    return\n",
+        tests=("tests/pipelines/test_demo_data.py",),
+    ),
+    Mutation(
+        name="beir-test-queries-train",
+        promise="BEIR's own qrels files are the splits: a query judged in test never trains",
+        file="components/ranking_datagen/splits.py",
+        find="            if assignment.get(qid) == split:\n",
+        replace="            if qid in assignment:\n",
+        tests=("tests/components/ranking_datagen/test_splits.py",),
+    ),
 )

@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "components" / "ranking_evaluator"))
 from demo_pipeline import DemoRuns, demo_runs  # noqa: E402
 
-COMMANDS = ("run", "compile", "submit", "config", "data", "eval", "compare", "runs")
+COMMANDS = ("run", "compile", "submit", "config", "data", "eval", "compare", "rerank", "runs")
 
 
 def _rankpipe(*args: str, env: dict | None = None, timeout: int = 600):
@@ -51,7 +52,8 @@ def test_help_lists_every_command_with_one_line() -> None:
     assert set(COMMANDS) <= set(listed), result.stdout
     # `rankpipe eval --help` still reaches trec_eval's own usage (not argparse's stub).
     eval_help = _rankpipe("eval", "--help")
-    assert "-J          evaluate over judged documents only" in eval_help.stdout
+    assert re.search(r"^  -J +evaluate over judged documents only$", eval_help.stdout, re.M)
+    assert "--qrels-format" in eval_help.stdout
 
 
 def test_config_error_is_a_short_block_with_exit_2(tmp_path: Path) -> None:
@@ -169,3 +171,56 @@ def test_runs_lists_both_demo_runs_newest_first(demo: DemoRuns) -> None:
     # The same table from the store's path.
     by_path = _rankpipe("runs", str(demo.pipeline_root / "metadata.sqlite"), env=env)
     assert by_path.stdout.splitlines()[1:] == lines[1:]
+
+
+def test_version_is_the_installed_projects() -> None:
+    from importlib import metadata
+
+    result = _rankpipe("--version")
+    assert (result.returncode, result.stderr) == (0, "")
+    assert result.stdout == f"rankpipe {metadata.version('rankpipe')}\n"
+
+
+def test_config_show_is_quick_and_quiet() -> None:
+    """`config show` loads the config alone: no TensorFlow, Beam or TFX import (they took 11 s
+    and printed 21 lines of start-up noise), no warning lines."""
+    probe = (
+        "import sys; from pipelines import cli; code = cli.main(['config', 'show', 'demo']); "
+        "heavy = [m for m in ('tensorflow', 'apache_beam', 'tfx') if m in sys.modules]; "
+        "print('heavy:', heavy, file=sys.stderr); sys.exit(code)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == "heavy: []\n"
+    start = time.monotonic()
+    result = _rankpipe("config", "show", "demo")
+    seconds = time.monotonic() - start
+    assert result.returncode == 0 and result.stderr == ""
+    assert result.stdout.startswith("# resolved from ") and "collection:" in result.stdout
+    assert not [line for line in result.stdout.splitlines() if "Warning" in line]
+    assert seconds < 10, f"rankpipe config show demo took {seconds:.1f} s"  # about 1 s idle
+
+
+def test_other_commands_print_no_library_noise(shared_data: Path, tmp_path: Path) -> None:
+    ref = shared_data / "trec_eval"
+    env = dict(os.environ, RANKPIPE_OUTPUTS=str(tmp_path))
+    for argv, code in (
+        (["--help"], 0),
+        (["eval", "-m", "nDCG@10", str(ref / "qrels.test"), str(ref / "results.test")], 0),
+        (["compare", str(ref / "qrels.test"), str(ref / "results.test"),
+          str(ref / "results.trunc"), "-m", "AP"], 0),
+        (["rerank", "--help"], 0),
+        (["runs"], 1),  # no pipeline has run under the empty outputs: one line, no noise
+    ):  # fmt: skip
+        result = _rankpipe(*argv, env=env)
+        assert result.returncode == code, (argv, result.stderr)
+        noise = [
+            line
+            for line in (result.stdout + result.stderr).splitlines()
+            if "Warning" in line or "tensorflow/" in line or line.startswith("WARNING")
+        ]
+        assert noise == [], argv
+        if code == 0:
+            assert result.stderr == "", argv

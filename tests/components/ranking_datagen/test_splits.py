@@ -11,6 +11,7 @@ from components.ranking_datagen.splits import (
     explicit_split,
     fold_of,
     kfold_split,
+    qrels_file_split,
     read_qid_list,
 )
 
@@ -65,3 +66,42 @@ def test_explicit_split_and_duplicates(tmp_path: Path) -> None:
     assert result.bad == [
         BadRecord(str(dev), 2, f"duplicate qid '2': already in the train split ({train}:2)")
     ]
+
+
+def _qrels(path: Path, rows: list[tuple[str, str, int]]) -> str:
+    path.write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t{g}\n" for q, d, g in rows)
+    )
+    return str(path)
+
+
+def test_qrels_files_give_beirs_own_splits(tmp_path: Path) -> None:
+    train = _qrels(tmp_path / "train.tsv", [(f"t{i}", "d1", 1) for i in range(50)])
+    dev = _qrels(tmp_path / "dev.tsv", [("v1", "d1", 1), ("v1", "d2", 0), ("v2", "d1", 1)])
+    # t3 is judged in train and test: it stays in test only (never trained beside its own
+    # evaluation), and the overlap is a bad record naming both places.
+    test = _qrels(tmp_path / "test.tsv", [("s1", "d1", 1), ("t3", "d2", 1)])
+    split = qrels_file_split(train, dev, test, "beir_qrels", 5, 0, 0)
+    assert Counter(split.assignment.values()) == {"train": 49, "dev": 2, "test": 2}
+    assert split.assignment["t3"] == "test"
+    assert split.where["v1"] == (dev, 2)
+    assert split.bad == [
+        BadRecord(
+            test, 3, f"qid 't3' is judged in the train file too ({train}:5): kept in test only"
+        )
+    ]
+
+
+def test_qrels_files_without_dev_or_test_hold_out_train(tmp_path: Path) -> None:
+    train = _qrels(tmp_path / "train.tsv", [(q, "d1", 1) for q in QIDS])
+    test = _qrels(tmp_path / "test.tsv", [("s1", "d1", 1)])
+    held_out = {q for q in QIDS if fold_of(q, 5, 0) == 0}
+    no_dev = qrels_file_split(train, None, test, "beir_qrels", 5, 0, 0)
+    assert {q for q, s in no_dev.assignment.items() if s == "dev"} == held_out
+    assert no_dev.assignment["s1"] == "test"
+    # No test file: the dev file's queries are evaluated, the choices made on the held-out
+    # slice of train, so no figure is reported on the queries it was chosen on.
+    dev = _qrels(tmp_path / "dev.tsv", [("v1", "d1", 1)])
+    no_test = qrels_file_split(train, dev, None, "beir_qrels", 5, 0, 0)
+    assert no_test.assignment["v1"] == "test"
+    assert {q for q, s in no_test.assignment.items() if s == "dev"} == held_out
