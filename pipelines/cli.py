@@ -92,7 +92,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     # SIGINT (Ctrl-C) and SIGTERM stop the run and exit 130 / 143, the interrupted execution
     # cancelled and its partial outputs removed (pipelines/interrupts.py).
-    with interrupts.InterruptGuard() as guard:
+    with interrupts.InterruptGuard(end_children=True) as guard:
         try:
             return _run_pipeline(args, guard)
         except KeyboardInterrupt:  # outside the runner: loading the config, or after the run

@@ -10,19 +10,23 @@ so an interrupted one stayed RUNNING in MLMD with its empty output directories (
 `Trainer/model/<id>/`) behind.
 
 So, for the length of the run:
-- InterruptGuard records the first signal (and the component running then) and raises
+- InterruptGuard records the first signal (and the component running then), sends SIGTERM to
+  this process's children (Beam's DirectRunner multi_processing workers: Beam's own clean-up
+  joins their threads and waited forever for workers still expecting work) and raises
   RunInterrupted, a KeyboardInterrupt, in the main thread; `check()` raises it again where
   stopping is safe (a component about to start, a new execution about to run, a Trainer
   progress record: RunConsole calls it there), so a swallowed exception still stops the run
   before the next component, and the run never reports success after a signal.
 - After the runner has unwound, cancel_unfinished() does for the interrupted execution what
   TFX's failure path does for a failed one, with TFX's own functions (OutputsResolver,
-  remove_output_dirs, remove_stateful_working_dir), and records it CANCELED in MLMD; the
+  remove_output_dirs, remove_stateful_working_dir), and records it CANCELED in MLMD (an
+  execution that TFX recorded FAILED after the signal, e.g. when its workers were ended,
+  too); the
   pipeline_run context gets INTERRUPTED_PROPERTY (the component) for `rankpipe runs`.
   Completed executions are never touched, so the next run of the same config reuses them
   from the cache.
-- end_child_processes() ends what is left of this process's children (Beam's DirectRunner
-  multi_processing workers), so none outlives the run.
+- end_child_processes() ends what is left of this process's children, so none outlives the
+  run.
 """
 
 from __future__ import annotations
@@ -59,14 +63,17 @@ class InterruptGuard:
     """Installs SIGINT and SIGTERM handlers in the main thread for the `with` block.
 
     `where` names the component running now (RunConsole's current one); it is read when the
-    first signal arrives. A second signal raises again (a user pressing Ctrl-C twice wants it
-    to stop); inside `quiet()` (the clean-up after the runner unwound) signals are only noted.
+    first signal arrives, and with `end_children` the process's children get SIGTERM then. A
+    second signal raises again (a user pressing Ctrl-C twice wants it to stop); inside
+    `quiet()` (the clean-up after the runner unwound) signals are only noted.
     """
 
-    def __init__(self, where: Callable[[], str | None] = lambda: None):
+    def __init__(self, where: Callable[[], str | None] = lambda: None, end_children: bool = False):
         self.where = where
+        self.end_children = end_children
         self.signum: int | None = None
         self.component: str | None = None
+        self.at: float | None = None  # time.time() of the first signal
         self._raising = True
         self._saved: dict[int, Any] = {}
 
@@ -98,11 +105,15 @@ class InterruptGuard:
 
     def _handle(self, signum: int, frame: object) -> None:
         if self.signum is None:
-            self.signum = signum
+            self.signum, self.at = signum, time.time()
             try:
                 self.component = self.where()
             except Exception:  # noqa: BLE001  (naming the component is best effort)
                 self.component = None
+            if self.end_children:
+                for pid in descendants(os.getpid()):  # SIGTERM only: no waiting in a handler
+                    with contextlib.suppress(OSError):
+                        os.kill(pid, signal.SIGTERM)
         if self._raising:
             raise RunInterrupted(signum)
 
@@ -142,9 +153,12 @@ def cancel_unfinished(
     component: str | None,
     signal_name: str,
     started: Any = None,
+    since: float | None = None,
 ) -> list[Cancelled]:
     """Cancels the executions of the run of `ir` (the pipeline IR LocalDagRunner ran, its run
-    id substituted) that are still NEW or RUNNING in MLMD, as TFX's launcher would have for a
+    id substituted) that are still NEW or RUNNING in MLMD, or that TFX recorded FAILED at or
+    after `since` (the signal's time.time(): they failed of the interrupt, e.g. their Beam
+    workers ended), as TFX's launcher would have for a
     failure: removes their output artifact directories, temporary and stateful working
     directories and `.system/executor_execution/<id>/`, then records them CANCELED with the
     signal in the execution result. `started` is the launcher's ExecutionInfo of the execution
@@ -180,8 +194,13 @@ def cancel_unfinished(
         if run is None:
             return []
         for execution in store.get_executions_by_context(run.id):
-            if not execution_lib.is_execution_active(execution):
-                continue  # finished (COMPLETE, CACHED, FAILED): never touched
+            failed_of_it = (
+                since is not None
+                and execution.last_known_state == metadata_store_pb2.Execution.FAILED
+                and execution.last_update_time_since_epoch >= int(since * 1000)
+            )
+            if not (execution_lib.is_execution_active(execution) or failed_of_it):
+                continue  # finished before the signal (COMPLETE, CACHED, FAILED): untouched
             node = next(
                 (
                     node_by_context[c.name]
@@ -368,7 +387,7 @@ def after_interrupt(
     if ir is not None:
         try:
             cancelled = cancel_unfinished(
-                ir, config.runner.metadata_path, component, guard.signal_name, started
+                ir, config.runner.metadata_path, component, guard.signal_name, started, guard.at
             )
         except Exception:  # noqa: BLE001  (the run stops either way; the log says why)
             _log.exception("cleaning up after the interrupt failed")
