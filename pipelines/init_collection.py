@@ -25,6 +25,7 @@ from __future__ import annotations
 import gzip
 import os
 import re
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -321,7 +322,7 @@ _SECTION_COMMENTS = {
 
 def render_config(config: dict[str, Any], layout: Layout, source: str, pretrained: bool) -> str:
     recipe = (
-        "the shipped recipe: all-MiniLM-L6-v2 as a dual encoder, its query tower fine-tuned "
+        "all-MiniLM-L6-v2 as a dual encoder, its query tower fine-tuned "
         "against frozen document vectors, all-mpnet-base-v2 beside it, pseudo-relevance "
         "feedback and fusion with the first stage, chosen on dev (pipelines/configs/"
         "cranfield.yaml)"
@@ -329,13 +330,20 @@ def render_config(config: dict[str, Any], layout: Layout, source: str, pretraine
         else "KNRM trained from scratch; the shipped recipe needs `make pretrained`, then "
         "`rankpipe init --recipe shipped --force ...`"
     )
-    lines = [
-        f"# rankpipe config for {source} ({layout.kind} layout), written by `rankpipe init`.",
-        f"# Recipe: {recipe}.",
-        "# Run it: rankpipe run <this file>; one key for one run: --set trainer.train_steps=0",
-        "# Every key: docs/config-reference.md",
+    header = [
+        f"rankpipe config for {source} ({layout.kind} layout), written by `rankpipe init`.",
+        f"Recipe: {recipe}.",
+        "Run it: rankpipe run <this file>; one key for one run: --set trainer.train_steps=0",
+        "Every key: docs/config-reference.md",
+        *(f"{note[0].upper()}{note[1:]}." for note in layout.notes),
     ]
-    lines += [f"# {note[0].upper()}{note[1:]}." for note in layout.notes]
+    lines = [
+        wrapped
+        for line in header
+        for wrapped in textwrap.wrap(
+            line, width=100, initial_indent="# ", subsequent_indent="#   ", break_on_hyphens=False
+        )
+    ]
     for section, body in config.items():
         lines += ["", _SECTION_COMMENTS[section]]
         lines.append(yaml.safe_dump({section: body}, sort_keys=False, width=100).rstrip())

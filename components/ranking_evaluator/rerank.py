@@ -43,6 +43,8 @@ def model_path(model: str) -> str:
 
     if tf.io.gfile.exists(os.path.join(model, SAVED_MODEL_FILE)):
         return model
+    if not tf.io.gfile.isdir(model):
+        raise FileNotFoundError(f"{model}: no such directory (a pushed model or push destination)")
     # Only here: the lookup imports TFX's Pusher (seconds), which a version path does not need.
     from components.ranking_evaluator.baseline import served_model
 

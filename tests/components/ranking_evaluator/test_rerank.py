@@ -60,8 +60,10 @@ def test_format_and_write_run(tmp_path: Path) -> None:
 
 
 def test_missing_model_is_named(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="nothing: no such directory"):
+        rerank.model_path(str(tmp_path / "nothing"))
     with pytest.raises(FileNotFoundError, match="neither a SavedModel directory"):
-        rerank.model_path(str(tmp_path))
+        rerank.model_path(str(tmp_path))  # no version in it
 
 
 # --------------------------------------------------------------------------- the pushed model
@@ -118,7 +120,7 @@ def test_cli_writes_the_run_quietly(pipeline_runs: DemoRuns, tmp_path: Path) -> 
     inputs = _inputs(pipeline_runs)
     out = tmp_path / "reranked.run"
     argv = [
-        sys.executable, "-m", "pipelines.cli", "rerank", str(pipeline_runs.serving_base),
+        sys.executable, "-m", "pipelines.cli", "rerank", _pushed(pipeline_runs.second),
         inputs["run"], "--queries", inputs["queries"], "--documents", inputs["documents"],
         "--documents-format", "beir_corpus", "--runid", "knrm",
     ]  # fmt: skip
@@ -139,4 +141,7 @@ def test_cli_writes_the_run_quietly(pipeline_runs: DemoRuns, tmp_path: Path) -> 
         capture_output=True, text=True, cwd=REPO_ROOT, check=False,
     )  # fmt: skip
     assert missing.returncode == 2
-    assert missing.stderr.startswith(f"rankpipe rerank: {tmp_path / 'nothing'}: neither a ")
+    nothing = tmp_path / "nothing"
+    assert missing.stderr == (
+        f"rankpipe rerank: {nothing}: no such directory (a pushed model or push destination)\n"
+    )
