@@ -26,6 +26,7 @@ import warnings
 import yaml
 
 from components.ranking_evaluator.constants import MAIN_METRIC, METRICS_FILE
+from pipelines.interrupts import InterruptGuard
 from rankcore.config_loader import ConfigError
 
 
@@ -92,7 +93,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     # SIGINT (Ctrl-C) and SIGTERM stop the run and exit 130 / 143, the interrupted execution
     # cancelled and its partial outputs removed (pipelines/interrupts.py).
-    with interrupts.InterruptGuard(end_children=True) as guard:
+    with InterruptGuard(end_children=True) as guard:
         try:
             return _run_pipeline(args, guard)
         except KeyboardInterrupt:  # outside the runner: loading the config, or after the run
@@ -101,7 +102,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             return guard.exit_code
 
 
-def _run_pipeline(args: argparse.Namespace, guard) -> int:
+def _run_pipeline(args: argparse.Namespace, guard: InterruptGuard) -> int:
     """`rankpipe run` under the interrupt guard: the console, the runner, the summary."""
     from pipelines import console as console_lib
     from pipelines import interrupts
@@ -139,17 +140,18 @@ def _run_pipeline(args: argparse.Namespace, guard) -> int:
             local_runner.run(config, console=console, runner=runner)
             guard.check()  # a signal whose exception the last component swallowed
         except (Exception, KeyboardInterrupt) as e:  # noqa: BLE001  (reported, then exit 1)
-            if guard.interrupted or isinstance(e, KeyboardInterrupt):
-                with guard.quiet():
+            with guard.quiet():  # a signal now would cut the report short
+                if guard.interrupted or isinstance(e, KeyboardInterrupt):
                     block = interrupts.after_interrupt(guard, console, runner, config, log_path, e)
-                code = guard.exit_code
-            else:
-                component = console.fail()
-                console_lib.log_exception(e)
-                if isinstance(e, ConfigError):  # a config problem found by a component
-                    block, code = _config_error_block(str(e)), 2
+                    code = guard.exit_code
                 else:
-                    block, code = console_lib.error_block(component, e, log_path, args.verbose), 1
+                    component = console.fail()
+                    console_lib.log_exception(e)
+                    if isinstance(e, ConfigError):  # a config problem found by a component
+                        block, code = _config_error_block(str(e)), 2
+                    else:
+                        block = console_lib.error_block(component, e, log_path, args.verbose)
+                        code = 1
         finally:
             sys.argv = argv
         with guard.quiet():  # the run has finished: a signal now only skips the summary

@@ -517,15 +517,18 @@ def check_positive_threshold(config: PipelineConfig) -> None:
     elif split_cfg.method == "qrels_files":
         if any("://" in (p or "") for p in (split_cfg.train_qrels, split_cfg.dev_qrels)):
             return
-        split_of = splits.qrels_file_split(
-            split_cfg.train_qrels,
-            split_cfg.dev_qrels,
-            split_cfg.test_qrels,
-            coll.qrels_format,
-            split_cfg.num_folds,
-            split_cfg.dev_fold,
-            split_cfg.seed,
-        ).assignment
+        try:
+            split_of = splits.qrels_file_split(
+                split_cfg.train_qrels,
+                split_cfg.dev_qrels,
+                split_cfg.test_qrels,
+                coll.qrels_format,
+                split_cfg.num_folds,
+                split_cfg.dev_fold,
+                split_cfg.seed,
+            ).assignment
+        except readers.BadRecordError as e:  # a split file in another format
+            raise ConfigError(_reader_problem(e, "datagen.split")) from None
     else:
         split_of = splits.kfold_assignment(
             qrels, split_cfg.num_folds, split_cfg.dev_fold, split_cfg.test_fold, split_cfg.seed

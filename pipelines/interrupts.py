@@ -235,6 +235,7 @@ def _remove_execution_dirs(
 ) -> list[str]:
     """The directories TFX made for this execution, removed with TFX's own functions."""
     from tfx.dsl.io import fileio
+    from tfx.types.value_artifact import ValueArtifact
 
     resolver = outputs_utils.OutputsResolver(
         node, ir.pipeline_info, ir.runtime_spec, ir.execution_mode
@@ -253,6 +254,18 @@ def _remove_execution_dirs(
                 existing.setdefault(key, []).append(artifact)
     outputs_utils.remove_output_dirs(existing)
     removed = sorted(seen)
+    # A ValueArtifact's URI is <key>/<id>/value, a file in a directory make_output_dirs made
+    # for it; remove_output_dirs removes the file only.
+    for artifacts in outputs.values():
+        for artifact in artifacts:
+            parent = os.path.dirname(artifact.uri)
+            if (
+                isinstance(artifact, ValueArtifact)
+                and fileio.isdir(parent)
+                and not fileio.listdir(parent)
+            ):
+                fileio.rmtree(parent)
+                removed.append(parent)
     # .system/executor_execution/<id>/ (the executor output file, the temporary dir inside).
     node_dir = outputs_utils.get_node_dir(ir.runtime_spec, node.node_info.id)
     execution_dir = os.path.dirname(outputs_utils.get_executor_output_uri(node_dir, execution_id))
@@ -374,9 +387,10 @@ def after_interrupt(
     started = current.execution_info if current is not None else None
     console.fail("interrupted")
     _log.error(
-        "run interrupted by %s in %s:\n%s",
+        "run interrupted by %s in %s (unwound %.1f s after the signal):\n%s",
         guard.signal_name,
         component or "no component",
+        time.time() - (guard.at or time.time()),
         "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
     )
     ended = end_child_processes()

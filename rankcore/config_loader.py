@@ -161,6 +161,11 @@ class _Origin:
                 return set_key
         return None
 
+    def of(self, key: str) -> str:
+        """The file, or `--set <key>` of the --set that gave `key`."""
+        set_key = self._override_of(key)
+        return self.source if set_key is None else f"--set {set_key}"
+
     def at(self, key: str) -> str:
         """`<file>: <key>`, or `--set <key>` when a --set gave it."""
         set_key = self._override_of(key)
@@ -207,8 +212,11 @@ def _build(cls: type[T], data: Any, origin: _Origin, prefix: str) -> T:
         if key not in fields:
             close = suggest(str(key), fields)
             hint = f" (did you mean {prefix + close[0]!r}?)" if close else ""
-            # (A --set typo never gets here: load_config checks each --set key first.)
-            problems.append(f"{origin.source}: unknown key {prefix + str(key)!r}{hint}")
+            # From the file, or a mapping given whole by --set (load_config checks the --set
+            # keys themselves first).
+            problems.append(
+                f"{origin.of(prefix + str(key))}: unknown key {prefix + str(key)!r}{hint}"
+            )
             continue
         try:
             kwargs[key] = _convert(hints[key], value, origin, f"{prefix}{key}")

@@ -2,7 +2,9 @@
 
 Component start/end come from TFX's own LocalDagRunner log records ("Component %s is running."
 / "... is finished.", and the launcher's "A cached execution %d is used." / "Going to run a new
-execution %d"), matched on the record's format string and arguments, not on formatted text.
+execution %d"), matched on the record's format string and arguments, not on formatted text. The
+launcher's "Going to run a new execution: %s" carries its ExecutionInfo (output, temporary and
+stateful dirs), which the interrupt clean-up needs (pipelines/interrupts.py).
 That was chosen over wrapping: LocalDagRunner builds its Launcher inside its loop, so wrapping
 would mean patching a TFX class for the whole process; the records are part of the pinned TFX
 1.16 runner (tfx/orchestration/local/local_dag_runner.py and

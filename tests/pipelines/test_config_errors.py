@@ -164,7 +164,7 @@ def test_set_typo_names_the_set(tmp_path: Path) -> None:
     assert _error(path, ["trainer.train_steps.x=1"]) == (
         "--set trainer.train_steps.x: trainer.train_steps is a value, not a section"
     )
-    config = load_config(path, ["runner.kubeflow.components.Trainer.cpu_limit=2"])
+    config = load_config(path, ['runner.kubeflow.components.Trainer.cpu_limit="2"'])
     assert config.runner.kubeflow.components["Trainer"].cpu_limit == "2"
 
 
@@ -287,7 +287,7 @@ def test_missing_checkpoint_names_the_key_in_use(
     path = _config(
         tmp_path,
         _collection(tmp_path),
-        trainer={"train_steps": 0, **fill["t"]},
+        trainer={"train_steps": 0, **fill["t"]} if fill["t"] else {},
         datagen=fill["d"],
     )
     message = _error(path)
@@ -342,16 +342,16 @@ def test_every_problem_at_once(tmp_path: Path) -> None:
         "--set datagen.samplng.mode: no such key (did you mean datagen.sampling.mode?)",
         f"{path}: collection.documents_format: 'beir' is not one of trec_sgml, beir_corpus, "
         "msmarco_tsv, cranfield (did you mean beir_corpus?)",
-        f"{path}: unknown key 'trainer.learnig_rate' (did you mean 'trainer.learning_rate'?)",
         f"{path}: unknown key 'evaluator.splt' (did you mean 'evaluator.split'?)",
+        f"{path}: unknown key 'trainer.learnig_rate' (did you mean 'trainer.learning_rate'?)",
     ]
     assert str(info.value) == "\n".join(info.value.problems)
     assert config_fix(str(info.value)).split("\n         ") == [
         "--set datagen.sampling.mode=VALUE (the keys are listed in docs/config-reference.md)",
         "set collection.documents_format: beir_corpus in the config file (or --set "
         "collection.documents_format=beir_corpus)",
-        "rename trainer.learnig_rate to trainer.learning_rate",
         "rename evaluator.splt to evaluator.split",
+        "rename trainer.learnig_rate to trainer.learning_rate",
     ]
 
 

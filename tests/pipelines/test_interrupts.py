@@ -19,6 +19,8 @@ once they exist, to check that none outlives the run.
 
 from __future__ import annotations
 
+import io
+import logging
 import os
 import re
 import signal
@@ -214,7 +216,12 @@ def _run(outputs: Path, tag: str, target: str | None, signum: int | None) -> Lin
             if target is None or sent_at is not None or not ready.match(line):
                 continue
             if target == WITH_WORKERS:
-                _wait(lambda: bool(workers.extend(_workers(proc.pid)) or workers), proc)
+
+                def workers_run() -> bool:
+                    workers[:] = _workers(proc.pid)
+                    return bool(workers)
+
+                _wait(workers_run, proc)
             elif target in LONG:
                 _wait(lambda: bool(_output_dirs(root, target) - dirs_before), proc)
             os.kill(proc.pid, signum)
@@ -441,3 +448,33 @@ def test_runs_tells_interrupted_killed_and_running_apart(tmp_path: Path) -> None
     # newest unfinished run is running; the older one was still killed.
     with (root / "logs" / f"run-20260101-000000-{os.getpid()}.log").open("w"):
         assert verdicts() == {**expected, "live": "running Trainer"}
+
+
+def test_the_console_stops_the_run_at_the_runner_records_after_a_signal(tmp_path: Path) -> None:
+    """RunConsole calls the guard's check at TFX's "Component %s is running." record (before
+    its line: the component has not started), at a new execution and at a Trainer progress
+    record, and keeps the launcher's ExecutionInfo for the clean-up."""
+    from absl import logging as absl_logging
+
+    from pipelines import console as console_lib
+
+    out = io.StringIO()
+    with interrupts.InterruptGuard() as guard:
+        with console_lib.RunConsole(
+            str(tmp_path / "run.log"), total=2, out=out, err=io.StringIO(), check=guard.check
+        ) as console:
+            guard.where = lambda: console.current.name if console.current else None
+            absl_logging.info("Component %s is running.", "Trainer")
+            absl_logging.info("Going to run a new execution %d", 7)
+            info = object()  # what the launcher logs: its ExecutionInfo
+            absl_logging.info("Going to run a new execution: %s", info)
+            assert console.current.execution_info is info
+            with guard.quiet():
+                signal.raise_signal(signal.SIGINT)  # noted only: as if swallowed
+            assert guard.component == "Trainer"
+            progress = {"step": 1, "total": 2, "loss": 1.0, "examples_per_sec": 1, "eta_seconds": 1}
+            with pytest.raises(interrupts.RunInterrupted):  # the Trainer's loop stops here
+                logging.getLogger("trainer").info("step", extra={"rankpipe_progress": progress})
+            with pytest.raises(interrupts.RunInterrupted):
+                absl_logging.info("Component %s is running.", "Pusher")
+    assert "Pusher" not in out.getvalue()
