@@ -170,7 +170,9 @@ def _run_pipeline(args: argparse.Namespace, guard: InterruptGuard) -> int:
 def _config_error_block(message: str) -> str:
     from pipelines.console import config_fix
 
-    return f"rankpipe: config error: {message}\n  fix:   {config_fix(message)}"
+    # Several problems come one a line: each under the first, aligned.
+    problems = message.replace("\n", "\n                       ")
+    return f"rankpipe: config error: {problems}\n  fix:   {config_fix(message)}"
 
 
 def cmd_init(args: argparse.Namespace) -> int:
