@@ -83,6 +83,8 @@ def test_bad_record_fails_with_a_short_block_and_the_fix(tmp_path: Path) -> None
         "runner.pipeline_name=bad-record",
         "--set",
         "runner.beam.direct_running_mode=in_memory",
+        "--set",
+        "collection.demo.enabled=false",  # a collection of the user's: read, never generated
         *[
             x
             for key in ("documents", "queries", "qrels")
