@@ -16,7 +16,6 @@ import random
 import shutil
 from pathlib import Path
 
-
 FILE_NAMES = {"documents": "corpus.jsonl", "queries": "queries.jsonl", "qrels": "qrels.txt"}
 # Written beside the files: a directory without it holds somebody else's data, which the demo
 # never overwrites (a mistyped collection path once made it overwrite a user's corpus).
