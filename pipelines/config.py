@@ -518,15 +518,7 @@ def check_positive_threshold(config: PipelineConfig) -> None:
         if any("://" in (p or "") for p in (split_cfg.train_qrels, split_cfg.dev_qrels)):
             return
         try:
-            split_of = splits.qrels_file_split(
-                split_cfg.train_qrels,
-                split_cfg.dev_qrels,
-                split_cfg.test_qrels,
-                coll.qrels_format,
-                split_cfg.num_folds,
-                split_cfg.dev_fold,
-                split_cfg.seed,
-            ).assignment
+            split_of = splits.qrels_file_split_of(split_cfg, coll.qrels_format).assignment
         except readers.BadRecordError as e:  # a split file in another format
             raise ConfigError(_reader_problem(e, "datagen.split")) from None
     else:

@@ -253,15 +253,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
                 split_cfg.train_qids, split_cfg.dev_qids, split_cfg.test_qids
             )
         elif split_cfg.method == "qrels_files":
-            explicit = splits.qrels_file_split(
-                split_cfg.train_qrels,
-                split_cfg.dev_qrels,
-                split_cfg.test_qrels,
-                coll.qrels_format,
-                split_cfg.num_folds,
-                split_cfg.dev_fold,
-                split_cfg.seed,
-            )
+            explicit = splits.qrels_file_split_of(split_cfg, coll.qrels_format)
         if explicit is not None:
             for bad in explicit.bad:
                 report.add(collection_io.SPLITS_KIND, bad)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import tensorflow as tf
 
@@ -135,3 +135,16 @@ def qrels_file_split(
             if split == "train" and fold_of(qid, num_folds, seed) == dev_fold:
                 assignment[qid] = "dev"
     return ExplicitSplit(assignment, where, bad)
+
+
+def qrels_file_split_of(split_cfg: Any, qrels_format: str) -> ExplicitSplit:
+    """`qrels_file_split` with the arguments of a `datagen.split` section (SplitConfig)."""
+    return qrels_file_split(
+        split_cfg.train_qrels,
+        split_cfg.dev_qrels,
+        split_cfg.test_qrels,
+        qrels_format,
+        split_cfg.num_folds,
+        split_cfg.dev_fold,
+        split_cfg.seed,
+    )
