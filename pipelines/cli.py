@@ -526,12 +526,10 @@ def main(argv: list[str] | None = None) -> int:
         return (eval_cli.eval_main if argv[0] == "eval" else eval_cli.compare_main)(argv[1:])
     args = _parser().parse_args(argv)
     if args.command not in ("run", "runs"):  # `run` sets up its own console and log file
-        # config and rerank print their result alone: no INFO lines of the libraries.
-        quiet = args.command in ("config", "rerank")
-        logging.basicConfig(
-            level=logging.WARNING if quiet else logging.INFO,
-            format="%(asctime)s %(levelname)s %(message)s",
-        )
+        # Each command prints its result alone: the libraries' INFO lines (TFX's "Using Any for
+        # unsupported type", "tensorflow_io is not available", ...) are nothing a user can act
+        # on; warnings and errors still show.
+        logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
     try:
         return args.func(args)
     except ConfigError as e:
