@@ -391,9 +391,9 @@ def test_cli_shows_every_problem_with_a_fix_each(tmp_path: Path) -> None:
     lines = result.stderr[result.stderr.index("rankpipe: config error:") :].splitlines()
     assert lines == [
         "rankpipe: config error: --set trainer.lr: no such key",
-        f"{path}: collection.qrels_format: 'beir' is not one of trec_qrels, beir_qrels, "
-        "cranfield (did you mean beir_qrels?)",
-        f"{path}: unknown key 'trainer.optimiser'",
+        f"{' ' * 23}{path}: collection.qrels_format: 'beir' is not one of trec_qrels, "
+        "beir_qrels, cranfield (did you mean beir_qrels?)",
+        f"{' ' * 23}{path}: unknown key 'trainer.optimiser'",
         "  fix:   check the key of --set trainer.lr (the keys: docs/config-reference.md)",
         "         set collection.qrels_format: beir_qrels in the config file (or --set "
         "collection.qrels_format=beir_qrels)",
