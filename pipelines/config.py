@@ -430,23 +430,22 @@ def check_demo_paths(config: PipelineConfig) -> None:
     directory (or the pipeline root), never into a directory the user named: a mistyped path
     to the user's own collection once made the demo overwrite their corpus. Checked before
     anything is written; the generator itself also refuses a directory it does not own."""
+    from pipelines import demo_data
+
     coll = config.collection
     directory = os.path.dirname(coll.documents)
-    names = {"collection.documents": "corpus.jsonl", "collection.queries": "queries.jsonl"}
-    names["collection.qrels"] = "qrels.txt"
-    paths = dict(zip(names, (coll.documents, coll.queries, coll.qrels)))
     fix = "to read your own collection set collection.demo.enabled: false (or: rankpipe init)"
     if "://" in coll.documents:
         raise ConfigError(
             f"{config.source}: collection.documents: {coll.documents}: the demo collection is "
             f"generated on this machine's disk, under the outputs directory; {fix}"
         )
-    for key, path in paths.items():
-        if path != os.path.join(directory, names[key]):
-            raise ConfigError(
-                f"{config.source}: {key}: {path}: collection.demo.enabled generates "
-                f"corpus.jsonl, queries.jsonl and qrels.txt in one directory; {fix}"
-            )
+    wrong = demo_data.misplaced(coll.documents, coll.queries, coll.qrels)
+    if wrong:
+        raise ConfigError(
+            f"{config.source}: {wrong}: collection.demo.enabled generates corpus.jsonl, "
+            f"queries.jsonl and qrels.txt in one directory; {fix}"
+        )
     outputs = config_loader.expand_env("${RANKPIPE_OUTPUTS}", PATH_DEFAULTS)
     owned = [os.path.realpath(outputs), os.path.realpath(config.runner.pipeline_root)]
     real = os.path.realpath(directory)

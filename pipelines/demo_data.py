@@ -99,6 +99,16 @@ def generate(
     return {key: str(out / name) for key, name in FILE_NAMES.items()}
 
 
+def misplaced(documents: str, queries: str, qrels: str) -> str | None:
+    """Which collection key is not where the generator writes (FILE_NAMES, in one directory:
+    the documents'), as "key: path"; None when all three are."""
+    directory = os.path.dirname(documents)
+    for key, path in zip(FILE_NAMES, (documents, queries, qrels)):
+        if path != os.path.join(directory, FILE_NAMES[key]):
+            return f"collection.{key}: {path}"
+    return None
+
+
 def marker_text(seed: int, num_documents: int, num_queries: int) -> str:
     """What MARKER holds: the settings the collection beside it was generated with."""
     return f"seed {seed} documents {num_documents} queries {num_queries}\n"

@@ -53,17 +53,17 @@ def prepare_collection(config: PipelineConfig) -> None:
     Only into a directory the demo owns (pipelines/demo_data.py check_writable): the config's
     own check (pipelines/config.py check_demo_paths) already keeps it under the outputs
     directory; this one holds for a config built in memory too."""
-    demo = config.collection.demo
-    paths = (config.collection.documents, config.collection.queries, config.collection.qrels)
+    coll = config.collection
+    demo = coll.demo
     if not demo.enabled:
         return
-    directory = os.path.dirname(config.collection.documents)
-    expected = {k: os.path.join(directory, n) for k, n in demo_data.FILE_NAMES.items()}
-    if dict(zip(("documents", "queries", "qrels"), paths)) != expected:
+    directory = os.path.dirname(coll.documents)
+    wrong = demo_data.misplaced(coll.documents, coll.queries, coll.qrels)
+    if wrong:
         raise ConfigError(
-            f"{config.source}: collection.demo.enabled generates corpus.jsonl, queries.jsonl "
-            f"and qrels.txt in one directory (got {', '.join(paths)}); to read your own files "
-            "set collection.demo.enabled: false"
+            f"{config.source}: {wrong}: collection.demo.enabled generates corpus.jsonl, "
+            "queries.jsonl and qrels.txt in one directory; to read your own files set "
+            "collection.demo.enabled: false"
         )
     if demo_data.is_current(directory, demo.seed, demo.num_documents, demo.num_queries):
         return

@@ -14,15 +14,14 @@ import os
 import re
 import stat
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from test_cli import _rankpipe as rankpipe
 from test_init_collection import tree_state
 
 from pipelines import demo_data
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 FAST = [
     "runner.beam.direct_running_mode=in_memory",
     "runner.beam.direct_num_workers=1",
@@ -30,15 +29,7 @@ FAST = [
 
 
 def _rankpipe(args: list[str], outputs: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ, RANKPIPE_OUTPUTS=str(outputs))
-    return subprocess.run(
-        [sys.executable, "-m", "pipelines.cli", *args],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    return rankpipe(*args, env=dict(os.environ, RANKPIPE_OUTPUTS=str(outputs)), timeout=900)
 
 
 def _own_collection(root: Path) -> Path:
