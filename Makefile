@@ -1,6 +1,6 @@
 # The two commands of the README. Both set everything up first (scripts/setup.sh is a no-op
 # when .venv already matches requirements.lock).
-.PHONY: setup setup-system demo test lint lock lock-gpu image image-gpu image-test bench bench-metrics bench-evaluator bench-datagen bench-trainer bench-kfp bench-quality bench-speed bench-overhead pretrained mutations
+.PHONY: setup setup-system demo test lint lock lock-gpu image image-gpu image-test bench bench-metrics bench-evaluator bench-datagen bench-trainer bench-kfp bench-replicas bench-quality bench-speed bench-overhead pretrained mutations
 
 setup:
 	@./scripts/setup.sh
@@ -43,12 +43,13 @@ lock-gpu: setup
 
 # The container image (deploy/README.md): docker when its daemon answers, else buildah (installed
 # with apt-get when missing; a local python:3.10-slim from deploy/make-base-image.sh when it
-# cannot be pulled). IMAGE=localhost/rankpipe:dev, TARGET=cpu|gpu, PRETRAINED=0|1.
+# cannot be pulled). IMAGE (default rankpipe:src-<source hash>, pipelines/image_tag.py, the tag
+# `rankpipe compile` names), TARGET=cpu|gpu, PRETRAINED=0|1.
 image:
 	@./deploy/build-image.sh
 
 image-gpu:
-	@TARGET=gpu IMAGE=$${IMAGE:-localhost/rankpipe:dev-gpu} ./deploy/build-image.sh
+	@TARGET=gpu ./deploy/build-image.sh
 
 # The compiled demo and cranfield-knrm pipelines run task by task inside the built image
 # (tests/image; needs buildah and `make image`; not in CI).
@@ -104,3 +105,8 @@ mutations: setup
 # The demo pipeline through the local KFP v2 backend vs LocalDagRunner (docs/kubeflow.md).
 bench-kfp: setup
 	.venv/bin/python tests/benchmarks/bench_kfp.py
+
+# The Cranfield-KNRM Trainer as one worker and as a 2-replica TFJob (local stand-in for the
+# Training Operator): both dev metrics and their difference (docs/kubeflow.md).
+bench-replicas: setup
+	.venv/bin/python tests/benchmarks/bench_replicas.py

@@ -11,11 +11,17 @@ disk, where TFX's container entrypoint puts the executor's temp dir beside the o
 file) is then missing or empty there, and the pipeline fails deep inside a worker, or worse,
 writes its files where the launcher never looks.
 
-So with such a runner the work directory must be an object-store URI (gs://...): the executor's
-temp dir when it is one (LocalDagRunner with a gs:// pipeline root), else Beam's
-`--temp_location` (`runner.beam.extra_args`); and a launcher-local one fails before any work,
-naming the setting to change. The DirectRunner keeps the executor's temp dir exactly as before
-(RankingDataGen's byte-identity test). See docs/datagen.md "Distributed runners".
+So with such a runner every path the workers open must be one they reach: an object-store URI
+(gs://...), or a path under a directory declared mounted at the same path on the launcher and
+on every worker (`--rankpipe_shared_mount=DIR`, repeatable: an NFS or Filestore volume, a GCS
+FUSE mount). The work directory is the executor's temp dir when it is an object-store URI
+(LocalDagRunner with a gs:// pipeline root), else a fresh directory under Beam's
+`--temp_location` (`runner.beam.extra_args`) when the workers reach that; a local temp dir is
+never handed to such workers, even under a shared mount: it is the launcher's (on Kubeflow the
+pod's disk), and only --temp_location says where the workers may write. Anything else fails
+before any work, naming the setting to change. The DirectRunner keeps the executor's temp dir
+exactly as before (RankingDataGen's byte-identity test). See docs/datagen.md "Distributed
+runners".
 """
 
 from __future__ import annotations
@@ -51,6 +57,24 @@ SPARK_LOCAL_MASTER = re.compile(r"^local(\[.+\])?$")
 LOCAL_SCHEMES = frozenset({"file", "ram"})
 _SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://")
 SETTING = "runner.beam.extra_args"
+SHARED_MOUNT_FLAG = "--rankpipe_shared_mount"
+
+
+class SharedMountOptions(PipelineOptions):
+    """rankpipe's one Beam flag, declared to Beam so that the executors' Beam pipelines accept
+    it (Beam would warn about and drop an unknown flag). It changes nothing in Beam itself."""
+
+    @classmethod
+    def _add_argparse_args(cls, parser) -> None:  # noqa: ANN001  (Beam's argparse wrapper)
+        parser.add_argument(
+            SHARED_MOUNT_FLAG,
+            dest="rankpipe_shared_mount",
+            action="append",
+            default=None,
+            help="A directory mounted at the same path on the launcher and on every Beam "
+            "worker (NFS, Filestore, a GCS FUSE mount): rankpipe then gives the workers paths "
+            "under it, as it would object-store URIs. Repeatable.",
+        )
 
 
 class WorkerPathError(ValueError):
@@ -122,22 +146,47 @@ def is_object_store_uri(path: str) -> bool:
     return bool(match) and match.group(1).lower() not in LOCAL_SCHEMES
 
 
+def shared_mounts(beam_args: Sequence[str]) -> list[str]:
+    """The directories `--rankpipe_shared_mount` declares (absolute, normalized), in order."""
+    mounts = PipelineOptions(list(beam_args)).view_as(SharedMountOptions).rankpipe_shared_mount
+    return [os.path.normpath(os.path.abspath(m)) for m in mounts or [] if m]
+
+
+def reachable_by_workers(path: str, beam_args: Sequence[str]) -> bool:
+    """Whether every worker of a distributed runner opens `path` as this machine does: an
+    object-store URI, or a local path (not file:// or ram://) under a declared shared mount."""
+    if is_object_store_uri(path):
+        return True
+    if _SCHEME.match(path):
+        return False
+    local = os.path.normpath(os.path.abspath(path))
+    return any(
+        local == m or local.startswith(m.rstrip(os.sep) + os.sep) for m in shared_mounts(beam_args)
+    )
+
+
 def check_worker_paths(beam_args: Sequence[str], paths: Mapping[str, str], what: str) -> None:
     """Refuses, with a runner whose workers may not see this machine's disk, any of `paths`
-    (name -> path the workers will open) that is not an object-store URI. Nothing to check on
-    the DirectRunner."""
+    (name -> path the workers will open) that they do not reach (reachable_by_workers: an
+    object-store URI or a path under a declared shared mount). Nothing to check on the
+    DirectRunner."""
     if workers_see_local_disk(beam_args):
         return
-    local = {name: path for name, path in paths.items() if path and not is_object_store_uri(path)}
+    local = {
+        name: path
+        for name, path in paths.items()
+        if path and not reachable_by_workers(path, beam_args)
+    }
     if local:
         listed = "; ".join(f"{name}: {path}" for name, path in local.items())
         raise WorkerPathError(
             f"{what}: the Beam runner {describe_runner(beam_args)} runs workers that may not "
             f"see this machine's disk, and they would open paths of this machine ({listed}). "
-            "Give them as object-store URIs (gs://...) every worker can read, or run Beam on "
-            f"this machine (remove --runner from {SETTING}). On Kubeflow, input artifacts are "
-            "the launcher's local copies, so a distributed runner cannot read them "
-            "(docs/datagen.md, 'Distributed runners')."
+            "Give them as object-store URIs (gs://...) every worker can read, or under a "
+            f"directory every worker mounts at the same path ({SHARED_MOUNT_FLAG}=DIR in "
+            f"{SETTING}), or run Beam on this machine (remove --runner from {SETTING}). On "
+            "Kubeflow, input artifacts are the launcher's local copies, so a distributed runner "
+            "cannot read them (docs/datagen.md, 'Distributed runners')."
         )
 
 
@@ -146,13 +195,15 @@ def choose_work_dir(beam_args: Sequence[str], tmp_dir: str, name: str, what: str
 
     - workers on this machine (workers_see_local_disk): `tmp_dir`/`name`, as always;
     - otherwise `tmp_dir`/`name` when `tmp_dir` is an object-store URI; else a fresh
-      `<--temp_location>/rankpipe/<name>-<id>` when Beam's --temp_location is one;
+      `<--temp_location>/rankpipe/<name>-<id>` when the workers reach Beam's --temp_location
+      (an object-store URI, or a path under a --rankpipe_shared_mount); a local `tmp_dir` is
+      the launcher's own, never given to them (see the module docstring);
     - otherwise WorkerPathError naming runner.beam.extra_args and --temp_location.
     """
     if workers_see_local_disk(beam_args) or is_object_store_uri(tmp_dir):
         return os.path.join(tmp_dir, name)
     temp_location = PipelineOptions(list(beam_args)).view_as(GoogleCloudOptions).temp_location
-    if temp_location and is_object_store_uri(temp_location):
+    if temp_location and reachable_by_workers(temp_location, beam_args):
         work_dir = os.path.join(temp_location, "rankpipe", f"{name}-{uuid.uuid4().hex[:12]}")
         logging.info(
             "%s: the executor's temp dir %s is local and the Beam runner %s may run workers "
@@ -164,7 +215,7 @@ def choose_work_dir(beam_args: Sequence[str], tmp_dir: str, name: str, what: str
         )
         return work_dir
     found = (
-        f"--temp_location={temp_location}, not an object-store URI"
+        f"--temp_location={temp_location}, not an object-store URI or under a {SHARED_MOUNT_FLAG}"
         if temp_location
         else ("no --temp_location")
     )
@@ -172,8 +223,9 @@ def choose_work_dir(beam_args: Sequence[str], tmp_dir: str, name: str, what: str
         f"{what}: the Beam runner {describe_runner(beam_args)} runs workers that may not see "
         f"this machine's disk, and the executor's temp dir {tmp_dir} is a local path ({found}). "
         f"Add --temp_location=gs://BUCKET/DIR (an object store every worker can read and "
-        f"write) to {SETTING}, or run Beam on this machine (remove --runner from {SETTING}). "
-        "See docs/datagen.md, 'Distributed runners'."
+        f"write; or a directory under one given as {SHARED_MOUNT_FLAG}=DIR, mounted at the "
+        f"same path on every worker) to {SETTING}, or run Beam on this machine (remove "
+        f"--runner from {SETTING}). See docs/datagen.md, 'Distributed runners'."
     )
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make image`: builds deploy/Dockerfile on this machine, with whatever container tool works here.
 #
-#   deploy/build-image.sh        # env: IMAGE (tag, default localhost/rankpipe:dev),
+#   deploy/build-image.sh        # env: IMAGE (name:tag, default rankpipe:<source tag>, below),
 #                                #      TARGET (cpu | gpu, default cpu), PRETRAINED (0 | 1)
 #
 # - `docker build` (BuildKit) when `docker info` answers;
@@ -13,12 +13,16 @@
 # The build trusts this machine's CA bundle for its downloads through the `ca-bundle` build
 # secret (not stored in the image). A second run with nothing changed does nothing (a source hash
 # label, see below). Prints each phase's time and the image's size.
+# The default tag is pipelines/image_tag.py's: src-<hash of the files the image holds> (-gpu,
+# -pretrained for those variants), the tag `rankpipe compile` gives a `runner.image` without one,
+# so a compiled spec names the image built from the same source (buildah stores it as
+# localhost/rankpipe:<tag>).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-IMAGE=${IMAGE:-localhost/rankpipe:dev}
 TARGET=${TARGET:-cpu}
 PRETRAINED=${PRETRAINED:-0}
+IMAGE=${IMAGE:-rankpipe:$(python3 pipelines/image_tag.py --target "$TARGET" --pretrained "$PRETRAINED")}
 CA_BUNDLE=${CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}
 BASE=docker.io/library/python:3.10-slim
 BUILDAH=(buildah --storage-driver vfs)

@@ -3,7 +3,8 @@
 rankpipe run CONFIG [--set key=value ...] [-v]   run the pipeline locally (LocalDagRunner)
 rankpipe compile CONFIG [--output FILE] [--format yaml|vertex]   write the Kubeflow spec
 rankpipe submit CONFIG --host URL [--experiment E] [--run-name R] [--pipeline-root URI]
-                [--namespace NS]                 compile and start a run on a KFP v2 API
+                [--namespace NS] [--param NAME=VALUE] [--service-account SA]
+                                                 compile and start a run on a KFP v2 API
 rankpipe config show CONFIG [--set ...]          print the resolved config
 rankpipe data demo OUT_DIR [--seed N]            write the demo collection
 rankpipe eval QRELS RUN [trec_eval flags]        trec_eval-compatible metrics
@@ -22,6 +23,7 @@ import os
 import sys
 import time
 import warnings
+from typing import Any
 
 import yaml
 
@@ -256,6 +258,33 @@ def cmd_compile(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_parameters(settings: list[str]) -> dict[str, Any]:
+    """`--param NAME=VALUE` settings as the run's pipeline parameters, each converted to its
+    type; a name the pipeline does not have or a value of the wrong type is a ConfigError."""
+    import yaml
+
+    from pipelines.kubeflow_runner import PIPELINE_PARAMETERS
+
+    known = {p.name: p for p in PIPELINE_PARAMETERS}
+    result: dict[str, Any] = {}
+    for setting in settings:
+        name, sep, text = setting.partition("=")
+        if not sep or name not in known:
+            raise ConfigError(
+                f"--param {setting!r}: write NAME=VALUE, NAME one of {', '.join(known)}"
+            )
+        ptype = known[name].ptype
+        value = text if ptype is str else yaml.safe_load(text)
+        ok = isinstance(value, ptype) or (ptype is float and isinstance(value, int))
+        if not ok or isinstance(value, bool):
+            raise ConfigError(
+                f"--param {name}: {text!r} is not {ptype.__name__} (the default: "
+                f"{known[name].config_key})"
+            )
+        result[name] = ptype(value)
+    return result
+
+
 def cmd_submit(args: argparse.Namespace) -> int:
     from pipelines import kfp_submit
 
@@ -263,8 +292,19 @@ def cmd_submit(args: argparse.Namespace) -> int:
         args.set = [*args.set, f"runner.pipeline_root={args.pipeline_root}"]
     config = _load(args, check_inputs=False)
     try:
+        parameters = _run_parameters(args.param)
+    except ConfigError as e:
+        print(f"rankpipe: {e}", file=sys.stderr)
+        return 2
+    try:
         run = kfp_submit.submit_run(
-            config, args.host, args.experiment, args.run_name, args.namespace
+            config,
+            args.host,
+            args.experiment,
+            args.run_name,
+            args.namespace,
+            parameters=parameters,
+            service_account=args.service_account,
         )
     except kfp_submit.SubmitError as e:
         print(f"rankpipe: {e}", file=sys.stderr)
@@ -415,6 +455,19 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--namespace",
         help="Kubeflow profile namespace (multi-user Kubeflow); default: the kfp client's",
+    )
+    p.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a pipeline parameter of this run (train_steps, learning_rate, push_destination; "
+        "default: the config's value); repeatable",
+    )
+    p.add_argument(
+        "--service-account",
+        help="Kubernetes service account the run's pods use (e.g. one with Workload Identity "
+        "for gs://); default: the namespace's pipeline runner",
     )
     p.set_defaults(func=cmd_submit)
 

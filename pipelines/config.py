@@ -12,6 +12,7 @@ the others into PipelineConfig.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import glob
 import os
@@ -25,6 +26,7 @@ from components.ranking_datagen.config import (
 )
 from components.ranking_evaluator.config import EvaluatorConfig
 from components.ranking_pusher.config import PusherConfig
+from components.trainer_replicas.config import TrainerReplicasConfig
 from pipelines.cpus import available_cpus
 from rankcore import config_loader
 from rankcore.config_loader import ConfigError
@@ -135,44 +137,138 @@ from pipelines.component_table import COMPONENT_IDS  # noqa: E402
 
 
 @dataclass
+class TolerationConfig:
+    """A Kubernetes toleration of the component's pod (its fields, as `kubectl explain
+    pod.spec.tolerations` names them)."""
+
+    key: str = ""  # the taint's key; empty with operator Exists: every taint
+    operator: str = "Equal"  # Equal or Exists
+    value: str = ""  # the taint's value (Equal only)
+    effect: str = ""  # NoSchedule, PreferNoSchedule, NoExecute; empty: every effect
+    toleration_seconds: int | None = None  # NoExecute only: how long the pod stays bound
+
+    def __post_init__(self) -> None:
+        if self.operator not in ("Equal", "Exists"):
+            raise ValueError(f"operator: {self.operator!r}: one of Equal, Exists")
+        if self.operator == "Exists" and self.value:
+            raise ValueError("value: must be empty with operator Exists")
+        if self.effect not in ("", "NoSchedule", "PreferNoSchedule", "NoExecute"):
+            raise ValueError(
+                f"effect: {self.effect!r}: one of NoSchedule, PreferNoSchedule, NoExecute"
+            )
+        if self.toleration_seconds is not None and self.effect != "NoExecute":
+            raise ValueError("toleration_seconds: only with effect NoExecute")
+
+
+@dataclass
 class KubeflowComponentConfig:
-    """One component's container on Kubeflow Pipelines / Vertex AI (unset: cluster defaults)."""
+    """One component's container on Kubeflow Pipelines / Vertex AI. A field left at its default
+    takes runner.kubeflow.defaults' value (and unset there too: the cluster's default)."""
 
     # Name shown in the KFP UI graph; None: the built-in one ("Train reranker", ...).
     display_name: str | None = None
-    cpu_limit: str | None = None  # CPU cores, Kubernetes style: "4", "0.5", "500m"
-    memory_limit: str | None = None  # e.g. "16G", "512Mi" (K, M, G, T, with or without i)
+    # What the scheduler reserves for the pod (Kubernetes requests; Vertex AI ignores them).
+    cpu_request: str | None = None  # CPU cores, Kubernetes style: "4", "0.5", "500m"
+    memory_request: str | None = None  # e.g. "16G", "512Mi" (K, M, G, T, with or without i)
+    # What the pod may use at most (Kubernetes limits; Vertex AI picks its machine from them).
+    cpu_limit: str | None = None  # CPU cores, as cpu_request; Beam's workers follow it
+    memory_limit: str | None = None  # as memory_request; beyond it the pod is OOM-killed
     # KFP: a Kubernetes resource name, e.g. "nvidia.com/gpu"; Vertex: e.g. "NVIDIA_TESLA_T4".
     accelerator_type: str | None = None
     accelerator_count: int = 0  # accelerators of accelerator_type (1 when only the type is set)
+    # Retries of a failed task (the spec's retryPolicy; Argo's retryStrategy on KFP). Every
+    # component is safe to retry: each resumes from its checkpoints or rewrites whole outputs.
+    retries: int = 0
+    retry_backoff: str = "30s"  # wait before the first retry ("30s", "2m", "1h")
+    retry_backoff_factor: float = 2.0  # each further wait is this many times the last
+    # No retry starts once this long has passed since the first attempt began (at most 1h).
+    retry_backoff_max: str = "3600s"
+    # Pod placement (KFP only, the kfp-kubernetes platform spec): node labels the node must
+    # carry, e.g. {cloud.google.com/gke-accelerator: nvidia-tesla-t4}.
+    node_selector: dict[str, str] = field(default_factory=dict)
+    # Taints the pod tolerates, e.g. a GPU node pool's [{key: nvidia.com/gpu, operator:
+    # Exists, effect: NoSchedule}].
+    # (Each: key, operator Equal or Exists, value, effect, toleration_seconds.)
+    tolerations: list[TolerationConfig] = field(default_factory=list)
+    # Kubernetes secrets mounted as files: secret name -> mount path, e.g. {gcs-key:
+    # /secrets/gcs}; with env GOOGLE_APPLICATION_CREDENTIALS=/secrets/gcs/key.json the pod
+    # reads gs:// with that service-account key instead of the node's identity.
+    secret_volumes: dict[str, str] = field(default_factory=dict)
+    # Environment variables from secrets: VARIABLE -> "secret-name/key" (KFP only).
+    secret_env: dict[str, str] = field(default_factory=dict)
+    # Plain environment variables of the container: VARIABLE -> value.
+    env: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # The parsers of the kfp SDK (what PipelineTask.set_cpu_limit etc. accept), so a
         # value here means what it means in a kfp pipeline.
         from kfp.dsl.pipeline_task import PipelineTask
+        from kfp.dsl.structures import convert_duration_to_seconds
 
+        parsed = {}
         for key, parse in (
+            ("cpu_request", PipelineTask._validate_cpu_request_limit),
             ("cpu_limit", PipelineTask._validate_cpu_request_limit),
+            ("memory_request", PipelineTask._validate_memory_request_limit),
             ("memory_limit", PipelineTask._validate_memory_request_limit),
         ):
             value = getattr(self, key)
             if value is not None:
                 try:
-                    parse(None, value)
+                    parsed[key] = parse(None, value)
                 except ValueError as e:
                     raise ValueError(f"{key}: {value!r}: {e}") from None
+        for what in ("cpu", "memory"):
+            request, limit = parsed.get(f"{what}_request"), parsed.get(f"{what}_limit")
+            if request is not None and limit is not None and request > limit:
+                raise ValueError(
+                    f"{what}_request: {getattr(self, what + '_request')!r} is more than "
+                    f"{what}_limit {getattr(self, what + '_limit')!r}"
+                )
         if self.accelerator_count < 0:
             raise ValueError(f"accelerator_count: must be >= 0, got {self.accelerator_count}")
         if self.accelerator_count and not self.accelerator_type:
             raise ValueError("accelerator_count: set accelerator_type too")
+        if self.retries < 0:
+            raise ValueError(f"retries: must be >= 0, got {self.retries}")
+        for key in ("retry_backoff", "retry_backoff_max"):
+            value = getattr(self, key)
+            try:
+                convert_duration_to_seconds(value)
+            except (ValueError, IndexError):
+                raise ValueError(
+                    f"{key}: {value!r}: a duration such as '30s', '5m', '1h'"
+                ) from None
+        if self.retry_backoff_factor < 1:
+            raise ValueError(f"retry_backoff_factor: must be >= 1, got {self.retry_backoff_factor}")
+        for variable, ref in self.secret_env.items():
+            secret, _, key = ref.partition("/")
+            if not secret or not key:
+                raise ValueError(f"secret_env.{variable}: {ref!r}: write 'secret-name/key'")
+        for name, path in self.secret_volumes.items():
+            if not path.startswith("/"):
+                raise ValueError(f"secret_volumes.{name}: {path!r}: an absolute mount path")
+
+    def merged_over(self, defaults: KubeflowComponentConfig) -> KubeflowComponentConfig:
+        """This component's settings, each field left at its default taken from `defaults`."""
+        values = {}
+        for f in dataclasses.fields(self):
+            own = getattr(self, f.name)
+            unset = f.default_factory() if f.default is dataclasses.MISSING else f.default
+            values[f.name] = getattr(defaults, f.name) if own == unset else own
+        return KubeflowComponentConfig(**values)
 
 
 @dataclass
 class KubeflowConfig:
     """What `rankpipe compile` writes into the Kubeflow / Vertex pipeline spec."""
 
+    # Settings of every component (resources, retries, placement, secrets) unless
+    # components.<id> sets the field itself.
+    defaults: KubeflowComponentConfig = field(default_factory=KubeflowComponentConfig)
     # Per component id (RankingDataGen, StatisticsGen, ImportSchemaGen, ExampleValidator,
-    # ExampleGate, Trainer, RankingEvaluator, Pusher): display name and resources.
+    # ExampleGate, Trainer, RankingEvaluator, Pusher): display name and what defaults has.
+    # Trainer's settings hold for each cross-validation fold's Trainer too, all running at once.
     components: dict[str, KubeflowComponentConfig] = field(default_factory=dict)
     # Write display names ("Train reranker", ...) as the tasks' taskInfo.name. Off by default:
     # KFP 2.0 to 2.5 (Kubeflow 1.8 to 1.10) record each execution under taskInfo.name and look
@@ -182,8 +278,16 @@ class KubeflowConfig:
     # find producer task". true: KFP >= 2.14 (the task key travels as --task_name,
     # kubeflow/pipelines#11938 and kubeflow/pipelines#12061) or Vertex AI.
     display_names: bool = False
+    # The Trainer as N replicas (a TFJob on open-source KFP, worker pools on Vertex AI), each
+    # running TFX's Trainer executor under TF_CONFIG (docs/kubeflow.md, "Trainer replicas").
+    trainer_replicas: TrainerReplicasConfig = field(default_factory=TrainerReplicasConfig)
 
     def __post_init__(self) -> None:
+        if self.defaults.display_name is not None:
+            raise ValueError(
+                "defaults.display_name: display names are per component; set "
+                "components.<id>.display_name"
+            )
         named = sorted(k for k, c in self.components.items() if c.display_name is not None)
         if named and not self.display_names:
             raise ValueError(
@@ -210,8 +314,10 @@ class RunnerConfig:
     pipeline_root: str = "${RANKPIPE_OUTPUTS}/pipelines/${RANKPIPE_PIPELINE_NAME}"
     enable_cache: bool = True  # reuse a component's outputs when its inputs are unchanged
     beam: BeamConfig = field(default_factory=BeamConfig)
-    # Kubeflow: container image holding this project (see deploy/).
-    image: str = "rankpipe:latest"
+    # Kubeflow: container image holding this project (deploy/). Without a tag or digest,
+    # `rankpipe compile` appends the source tag `make image` builds (src-<hash of what the
+    # image holds>, pipelines/image_tag.py); name a registry, e.g. REGISTRY/rankpipe.
+    image: str = "rankpipe"
     kubeflow: KubeflowConfig = field(default_factory=KubeflowConfig)
 
     @property
@@ -459,11 +565,12 @@ def check_demo_paths(config: PipelineConfig) -> None:
 
 def check_worker_paths(config: PipelineConfig) -> None:
     """With a Beam runner whose workers may run elsewhere (Dataflow, a Flink or Spark job
-    server), fails, naming the key, on a location those workers open that is a path of this
-    machine: the pipeline root (StatisticsGen's and the RankingEvaluator's artifacts, the
-    executors' temp dirs), the documents, the push destination (the evaluator's baseline).
-    Before any component runs; the executors check again (components/worker_dirs.py,
-    docs/datagen.md "Distributed runners")."""
+    server, an EXTERNAL worker pool), fails, naming the key, on a location those workers open
+    that is a path of this machine they do not reach (neither an object-store URI nor under a
+    --rankpipe_shared_mount): the pipeline root (StatisticsGen's and the RankingEvaluator's
+    artifacts), the documents, the push destination (the evaluator's baseline). Before any
+    component runs; the executors check again (components/worker_dirs.py, docs/datagen.md
+    "Distributed runners")."""
     args = config.runner.beam.extra_args
     if not any(arg == "--runner" or arg.startswith("--runner=") for arg in args):
         return  # the DirectRunner; and no Beam import for the common case
@@ -476,11 +583,13 @@ def check_worker_paths(config: PipelineConfig) -> None:
         ("collection.documents", config.collection.documents),
         ("pusher.destination", config.pusher.destination),
     ):
-        if value and not worker_dirs.is_object_store_uri(value):
+        if value and not worker_dirs.reachable_by_workers(value, args):
             raise ConfigError(
                 f"{config.source}: {key}: {value!r} is a path on this machine, and the workers "
                 f"of the Beam runner {worker_dirs.describe_runner(args)} (runner.beam.extra_args) "
-                "may run elsewhere; use a gs:// URI (docs/datagen.md, 'Distributed runners')"
+                f"may run elsewhere; use a gs:// URI, or a path under a directory every worker "
+                f"mounts at the same path ({worker_dirs.SHARED_MOUNT_FLAG}=DIR in "
+                "runner.beam.extra_args; docs/datagen.md, 'Distributed runners')"
             )
 
 

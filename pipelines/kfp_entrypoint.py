@@ -41,6 +41,11 @@ after fixing what that entrypoint cannot handle on the open-source KFP v2 backen
    `multiprocessing.cpu_count()`: the node's cores, not the pod's CPU limit, that many worker
    processes importing TensorFlow under the pod's memory limit. `resolve_beam_workers` replaces
    0 with pipelines/cpus.py available_cpus() (the cgroup CPU quota), here in the pod.
+7. Pipeline parameters. TFX's compiler gives a task a RuntimeParameter only as a whole exec
+   property, while the values a user changes per run (steps, learning rate, push destination)
+   sit inside the Trainer's train_args and custom_config and the Pusher's PushDestination.
+   pipelines/kubeflow_runner.py adds them as inputs `rankpipe_param_<name>`;
+   `apply_pipeline_parameters` writes each value into the exec properties it stands for.
 
 What the TFX entrypoint already does right is left to it: parameters from `parameterValues`
 when the inputs spec is given (schema 2.1), the executor context, the ExecutorOutput format.
@@ -53,10 +58,12 @@ import time
 _STARTED = time.monotonic()  # before the heavy imports: the timing line below reports them
 
 import argparse  # noqa: E402
+import json  # noqa: E402
 import logging  # noqa: E402
 import os  # noqa: E402
 import sys  # noqa: E402
-from collections.abc import Sequence  # noqa: E402
+from collections.abc import Callable, Sequence  # noqa: E402
+from typing import Any  # noqa: E402
 
 from google.protobuf import json_format  # noqa: E402
 from kfp.pipeline_spec import pipeline_spec_pb2  # noqa: E402
@@ -202,10 +209,83 @@ def resolve_beam_workers(beam_args: Sequence[str], cpus: int | None = None) -> l
     return out
 
 
+# Task inputs that carry pipeline parameters (pipelines/kubeflow_runner.py PIPELINE_PARAMETERS):
+# `rankpipe_param_<name>`, folded into the exec properties they stand for before TFX runs.
+PARAMETER_PREFIX = "rankpipe_param_"
+
+
+def _edit_json(values: Any, key: str, edit: Callable[[dict], None]) -> None:
+    """Applies `edit` to the JSON object in string parameter `key`, when the task has it."""
+    if key not in values:
+        return
+    data = json.loads(values[key].string_value or "{}")
+    edit(data)
+    values[key].string_value = json.dumps(data, sort_keys=True)
+
+
+def apply_pipeline_parameters(
+    executor_input: pipeline_spec_pb2.ExecutorInput,
+    inputs_spec: pipeline_spec_pb2.ComponentInputsSpec | None = None,
+) -> dict[str, Any]:
+    """Fix 7: puts the run's pipeline parameters where the executors read them and removes
+    their `rankpipe_param_*` inputs (from the inputs spec too); returns name -> value.
+
+    - train_steps: the Trainer's train_args.num_steps and custom_config trainer.train_steps;
+    - learning_rate: custom_config trainer.learning_rate;
+    - push_destination: the RankingEvaluator's push_destination (where it finds its baseline)
+      and the Pusher's push_destination.filesystem.base_directory;
+    and each in the Pusher's model card config (the config it records)."""
+    values = executor_input.inputs.parameter_values
+    given = {}
+    for key in sorted(k for k in values if k.startswith(PARAMETER_PREFIX)):
+        value = json_format.MessageToDict(values[key])
+        given[key[len(PARAMETER_PREFIX) :]] = value
+        del values[key]
+        if inputs_spec is not None and key in inputs_spec.parameters:
+            del inputs_spec.parameters[key]
+    if "train_steps" in given:
+        steps = int(given["train_steps"])
+        given["train_steps"] = steps
+        _edit_json(values, "train_args", lambda d: d.__setitem__("num_steps", steps))
+        _edit_json(
+            values, "custom_config", lambda d: d.setdefault("trainer", {}).update(train_steps=steps)
+        )
+        _edit_json(
+            values,
+            "model_card_config",
+            lambda d: d.setdefault("trainer", {}).update(train_steps=steps),
+        )
+    if "learning_rate" in given:
+        rate = float(given["learning_rate"])
+        given["learning_rate"] = rate
+        for key in ("custom_config", "model_card_config"):
+            _edit_json(
+                values, key, lambda d: d.setdefault("trainer", {}).update(learning_rate=rate)
+            )
+    if "push_destination" in given:
+        destination = str(given["push_destination"])
+        if "push_destination" in values:
+            current = values["push_destination"].string_value
+            if current.lstrip().startswith("{"):  # the Pusher's PushDestination proto as JSON
+                _edit_json(
+                    values,
+                    "push_destination",
+                    lambda d: d.setdefault("filesystem", {}).update(base_directory=destination),
+                )
+            else:  # the RankingEvaluator's plain string
+                values["push_destination"].string_value = destination
+        _edit_json(
+            values,
+            "model_card_config",
+            lambda d: d.setdefault("pusher", {}).update(destination=destination),
+        )
+    return given
+
+
 def prepare(
     args: argparse.Namespace,
 ) -> tuple[pipeline_spec_pb2.ExecutorInput, dict[str, str]]:
-    """Applies fixes 1-5 to the parsed arguments in place; returns the rewritten ExecutorInput
+    """Applies fixes 1-5 and 7 to the parsed arguments in place; returns the rewritten ExecutorInput
     and the output local path -> URI map."""
     register_artifact_types()
     executor_input = json_format.Parse(
@@ -220,6 +300,11 @@ def prepare(
             pipeline_spec_pb2.ComponentInputsSpec(),
             ignore_unknown_fields=True,
         )
+    parameters = apply_pipeline_parameters(executor_input, inputs_spec)
+    if parameters:
+        logging.info("pipeline parameters of this run: %s", parameters)
+        if inputs_spec is not None:
+            args.json_serialized_inputs_spec_args = json_format.MessageToJson(inputs_spec)
     restored = restore_input_types(executor_input, inputs_spec)
     if restored:
         logging.info("restored the types of inputs %s from the inputs spec", sorted(restored))

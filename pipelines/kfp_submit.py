@@ -35,6 +35,7 @@ import os
 import re
 import tempfile
 import warnings
+from typing import Any
 
 from pipelines import kubeflow_runner
 from pipelines.config import PipelineConfig
@@ -67,11 +68,16 @@ def submit_run(
     experiment: str | None = None,
     run_name: str | None = None,
     namespace: str | None = None,
+    parameters: dict[str, Any] | None = None,
+    service_account: str | None = None,
 ) -> SubmittedRun:
     """Compiles `config` for Kubeflow and creates a run of it on the KFP API at `host`, in
     `experiment` (created when missing; default: the pipeline name), with the run's pipeline
     root = config.runner.pipeline_root. A config the cluster cannot use raises ConfigError
-    before anything is sent; a failed connection or a refused request raises SubmitError."""
+    before anything is sent; a failed connection or a refused request raises SubmitError.
+    `parameters` are the run's pipeline parameters (kubeflow_runner.PIPELINE_PARAMETERS; the
+    config's values otherwise), `service_account` the Kubernetes service account its pods run
+    as (e.g. one bound to a GCP service account through Workload Identity, for gs://)."""
     import kfp
     import kfp_server_api
     import urllib3
@@ -104,6 +110,8 @@ def submit_run(
                         experiment_name=experiment,
                         namespace=namespace,
                         pipeline_root=root,
+                        arguments=parameters or None,
+                        service_account=service_account,
                     )
                 except kfp_server_api.ApiException as e:
                     body = (e.body or "").strip().replace("\n", " ")[:500]

@@ -10,8 +10,12 @@
 TFX 1.16's KubeflowV2DagRunner builds the spec (with `use_pipeline_spec_2_1`: the open-source
 backend only fills `parameterValues`, which TFX's container entrypoint reads only with the
 inputs-spec argument that schema 2.1 adds); this module then sets what TFX has no option for:
-`defaultPipelineRoot`, per-component resources and display names (runner.kubeflow), and writes
-the file itself with sorted keys, so the same config gives the same bytes. Every executor runs
+`defaultPipelineRoot`; per component (runner.kubeflow.defaults and .components) resources
+(requests and limits), env, the retryPolicy, display names, and the Kubernetes platform spec
+(node selector, tolerations, secrets; kfp-kubernetes' KubernetesExecutorConfig, the YAML's
+second document); the defaults of the pipeline parameters (PIPELINE_PARAMETERS, TFX
+RuntimeParameters); the image's source tag (pipelines/image_tag.py). It writes the file itself
+with sorted keys, so the same config gives the same bytes. Every executor runs
 `python -m pipelines.kfp_entrypoint` (our wrapper of TFX's kubeflow_v2_run_executor) in the
 image built from deploy/Dockerfile, where the project lives at IMAGE_PROJECT_ROOT.
 
@@ -20,10 +24,12 @@ image, and every path in the config must be a URI the cluster reads or a path in
 (a ConfigError names the key otherwise); a last scan of the written text checks it.
 
 Run as a script (`python -m pipelines.kubeflow_runner`) it compiles $RANKPIPE_CONFIG with
-$RANKPIPE_SET overrides (as local_runner.py reads them) to $RANKPIPE_SPEC. It is not a TFX CLI
-DSL file: TFX 1.16's `tfx pipeline create --engine kubeflow` imports the removed v1 runner and
-fails (docs/kubeflow.md, "Not the TFX CLI"), and the CLI's vertex engine replaces `runner.run`
-and would skip everything this module adds.
+$RANKPIPE_SET overrides (as local_runner.py reads them) to $RANKPIPE_SPEC ($RANKPIPE_FORMAT).
+It is also the DSL file of TFX's CLI with `--engine vertex`: `tfx pipeline create|update`
+wraps KubeflowV2DagRunner.run and sets where it keeps pipeline.json on the runner; `main()`
+sees that and writes the Vertex AI PipelineJob there, the bytes `rankpipe compile --format
+vertex` writes (docs/kubeflow.md, "The TFX CLI"). TFX 1.16's `--engine kubeflow` imports the
+removed v1 runner and fails.
 """
 
 from __future__ import annotations
@@ -42,13 +48,17 @@ from kfp.pipeline_spec import pipeline_spec_pb2
 from tfx import v1 as tfx
 
 from components import worker_dirs
-from pipelines import component_table
+from pipelines import component_table, image_tag
 from pipelines.config import PATH_DEFAULTS, REPO_ROOT, KubeflowComponentConfig, PipelineConfig
+from pipelines.kfp_entrypoint import PARAMETER_PREFIX
 from pipelines.pipeline import SCHEMA_FILE, create_pipeline
 from rankcore.config_loader import ConfigError
 from rankcore.file_io import write_text_atomic
 
 CONFIG_ENV, OVERRIDES_ENV = "RANKPIPE_CONFIG", "RANKPIPE_SET"
+SPEC_ENV, FORMAT_ENV = "RANKPIPE_SPEC", "RANKPIPE_FORMAT"
+# The job dict's key for the platform spec (kfp-kubernetes settings): the YAML's 2nd document.
+PLATFORM_SPEC_KEY = "platformSpec"
 FORMATS = ("yaml", "vertex")
 # Where deploy/Dockerfile puts the project (its WORKDIR); tests check the two agree.
 IMAGE_PROJECT_ROOT = "/rankpipe"
@@ -67,6 +77,30 @@ COMPONENT_SCHEMES = ("gs://",)
 # otherwise. Off by default: KFP 2.0 to 2.5 resolve inputs by the name in taskInfo.name
 # (pipelines/config.py KubeflowConfig).
 DISPLAY_NAMES = component_table.DISPLAY_NAMES
+
+
+@dataclasses.dataclass(frozen=True)
+class PipelineParameter:
+    """A value a user changes per run without recompiling: a root input parameter of the spec
+    (default: the config's value at config_key), given to the tasks of `components`."""
+
+    name: str
+    ptype: type
+    config_key: str
+    components: tuple[str, ...]
+
+
+# Set per run with the KFP UI's run form, kfp.Client(...).create_run_from_pipeline_package(
+# arguments=...), `rankpipe submit --param NAME=VALUE`, Vertex AI's parameter_values or
+# `tfx run create --runtime_parameter NAME=VALUE`. pipelines/kfp_entrypoint.py
+# (apply_pipeline_parameters) puts each value where the executors read it.
+PIPELINE_PARAMETERS = (
+    PipelineParameter("train_steps", int, "trainer.train_steps", ("Trainer",)),
+    PipelineParameter("learning_rate", float, "trainer.learning_rate", ("Trainer",)),
+    PipelineParameter(
+        "push_destination", str, "pusher.destination", ("RankingEvaluator", "Pusher")
+    ),
+)
 # KFP's pipeline name rule (backend/src/apiserver/template/v2_template.go), anchored.
 _PIPELINE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
@@ -134,6 +168,8 @@ def check_cluster_paths(config: PipelineConfig, fmt: str = "yaml") -> None:
     for key, value in _leaves(data, ""):
         if key in ("runner.pipeline_root", "pusher.destination") or not isinstance(value, str):
             continue
+        if key.startswith("runner.kubeflow."):
+            continue  # paths inside the pod (secret mounts, env values), not files we read
         if "://" in value:
             if not value.startswith(COMPONENT_SCHEMES):
                 raise ConfigError(
@@ -171,36 +207,126 @@ def find_machine_paths(text: str) -> list[str]:
 
 
 def _resources(spec: KubeflowComponentConfig) -> dict | None:
-    # The kfp SDK's own unit parsers (as PipelineTask.set_cpu_limit/set_memory_limit use): the
-    # spec stores CPUs and memory (in GB) as numbers in kfp-pipeline-spec 0.2.
+    """The container's ResourceSpec (kfp-pipeline-spec's proto) as a dict; None when unset. The
+    kfp SDK's own unit parsers (as PipelineTask.set_cpu_limit/set_memory_request use): the spec
+    stores CPUs and memory (in GB) as numbers in kfp-pipeline-spec 0.2."""
     from kfp.dsl.pipeline_task import PipelineTask
 
-    resources: dict[str, Any] = {}
+    resources = pipeline_spec_pb2.PipelineDeploymentConfig.PipelineContainerSpec.ResourceSpec()
+    if spec.cpu_request is not None:
+        resources.cpu_request = PipelineTask._validate_cpu_request_limit(None, spec.cpu_request)
     if spec.cpu_limit is not None:
-        resources["cpuLimit"] = PipelineTask._validate_cpu_request_limit(None, spec.cpu_limit)
+        resources.cpu_limit = PipelineTask._validate_cpu_request_limit(None, spec.cpu_limit)
+    if spec.memory_request is not None:
+        resources.memory_request = PipelineTask._validate_memory_request_limit(
+            None, spec.memory_request
+        )
     if spec.memory_limit is not None:
-        resources["memoryLimit"] = PipelineTask._validate_memory_request_limit(
+        resources.memory_limit = PipelineTask._validate_memory_request_limit(
             None, spec.memory_limit
         )
     if spec.accelerator_type:
-        resources["accelerator"] = {
-            "type": spec.accelerator_type,
-            "count": str(spec.accelerator_count or 1),
-        }
-    return resources or None
+        resources.accelerator.type = spec.accelerator_type
+        resources.accelerator.count = spec.accelerator_count or 1
+    return json_format.MessageToDict(resources) or None
 
 
-def _finish_spec(spec: dict, config: PipelineConfig) -> dict:
-    """Sets what TFX's compiler has no option for; returns the spec, checked as a proto."""
+def _retry_policy(spec: KubeflowComponentConfig) -> dict | None:
+    """The task's retryPolicy, built by the kfp SDK's own RetryPolicy (PipelineTask.set_retry):
+    durations normalised to seconds, a single wait capped at 1 h as KFP caps it."""
+    if not spec.retries:
+        return None
+    from kfp.dsl.structures import RetryPolicy
+
+    policy = RetryPolicy(
+        max_retry_count=spec.retries,
+        backoff_duration=spec.retry_backoff,
+        backoff_factor=spec.retry_backoff_factor,
+        backoff_max_duration=spec.retry_backoff_max,
+    )
+    return json_format.MessageToDict(policy.to_proto())
+
+
+def kubernetes_config(spec: KubeflowComponentConfig) -> dict:
+    """The executor's Kubernetes settings for the KFP backend (kfp-kubernetes'
+    KubernetesExecutorConfig proto, what kfp.kubernetes.use_secret_as_volume etc. write), as a
+    dict; empty when the component sets none. Tolerations are written in the fields of the
+    proto's later `tolerations` (kfp-kubernetes >= 1.1, which needs kfp >= 2.6): 1.0, the
+    release for kfp 2.5, has no such field."""
+    from kfp.kubernetes import kubernetes_executor_config_pb2 as k8s
+
+    config = k8s.KubernetesExecutorConfig()
+    if spec.node_selector:
+        config.node_selector.labels.update(spec.node_selector)
+    for secret, path in sorted(spec.secret_volumes.items()):
+        config.secret_as_volume.append(k8s.SecretAsVolume(secret_name=secret, mount_path=path))
+    by_secret: dict[str, list[tuple[str, str]]] = {}
+    for variable, ref in sorted(spec.secret_env.items()):
+        secret, _, key = ref.partition("/")
+        by_secret.setdefault(secret, []).append((key, variable))
+    for secret, pairs in sorted(by_secret.items()):
+        config.secret_as_env.append(
+            k8s.SecretAsEnv(
+                secret_name=secret,
+                key_to_env=[
+                    k8s.SecretAsEnv.SecretKeyToEnvMap(secret_key=k, env_var=v) for k, v in pairs
+                ],
+            )
+        )
+    result = json_format.MessageToDict(config)
+    tolerations = []
+    for toleration in spec.tolerations:
+        item = {"key": toleration.key, "operator": toleration.operator}
+        if toleration.value:
+            item["value"] = toleration.value
+        if toleration.effect:
+            item["effect"] = toleration.effect
+        if toleration.toleration_seconds is not None:
+            item["tolerationSeconds"] = toleration.toleration_seconds
+        tolerations.append(item)
+    if tolerations:
+        result["tolerations"] = tolerations
+    return result
+
+
+KUBERNETES_ONLY = ("node_selector", "tolerations", "secret_volumes", "secret_env")
+
+
+def component_settings(config: PipelineConfig, component_id: str) -> KubeflowComponentConfig:
+    """The settings of a task (a fold's copy, Trainer_fold2, takes its component's, Trainer's):
+    runner.kubeflow.components.<id> over runner.kubeflow.defaults."""
+    kubeflow = config.runner.kubeflow
+    row = component_table.row_of(component_id)
+    key = row.id if row else component_id
+    own = kubeflow.components.get(key) or KubeflowComponentConfig()
+    try:
+        return own.merged_over(kubeflow.defaults)
+    except ValueError as e:
+        raise ConfigError(
+            f"{config.source}: runner.kubeflow.components.{key} over runner.kubeflow.defaults: {e}"
+        ) from None
+
+
+def _finish_spec(
+    spec: dict, config: PipelineConfig, fmt: str = "yaml", parameters: dict | None = None
+) -> tuple[dict, dict]:
+    """Sets what TFX's compiler has no option for; returns the spec, checked as a proto, and
+    the platform spec (kfp-pipeline-spec's PlatformSpec as a dict, empty when no task sets
+    Kubernetes options)."""
+    from kfp.compiler import pipeline_spec_builder
+
     spec["defaultPipelineRoot"] = config.runner.pipeline_root
     executors = spec["deploymentSpec"]["executors"]
     tasks = spec["root"]["dag"]["tasks"]
     kubeflow = config.runner.kubeflow
+    platform = pipeline_spec_pb2.PlatformSpec()
+    # The root's pipeline parameters (TFX's RuntimeParameters) get their defaults: the config's.
+    for name, value in (parameters or {}).items():
+        definition = spec["root"]["inputDefinitions"]["parameters"][name]
+        definition["defaultValue"] = value
+        definition["isOptional"] = True
     for component_id, task in tasks.items():
-        # A fold branch's copy (Trainer_fold2) takes its component's settings (Trainer's).
-        row = component_table.row_of(component_id)
-        settings = kubeflow.components.get(row.id if row else component_id)
-        settings = settings or KubeflowComponentConfig()
+        settings = component_settings(config, component_id)
         if kubeflow.display_names:
             display = component_table.display_name(component_id, settings.display_name)
             task.setdefault("taskInfo", {})["name"] = display
@@ -213,13 +339,116 @@ def _finish_spec(spec: dict, config: PipelineConfig) -> dict:
         resources = _resources(settings)
         if resources:
             container["resources"] = resources
+        if settings.env:
+            env = {item["name"]: item for item in container.get("env", [])}
+            env.update({k: {"name": k, "value": v} for k, v in settings.env.items()})
+            container["env"] = [env[k] for k in sorted(env)]
+        retry = _retry_policy(settings)
+        if retry:
+            task["retryPolicy"] = retry
+        kubernetes = kubernetes_config(settings)
+        if kubernetes and fmt == "vertex":
+            row = component_table.row_of(component_id)
+            key = f"runner.kubeflow.components.{row.id if row else component_id}"
+            used = [k for k in KUBERNETES_ONLY if getattr(settings, k)]
+            raise ConfigError(
+                f"{config.source}: {key}.{used[0]} (or runner.kubeflow.defaults.{used[0]}): "
+                "Vertex AI runs no Kubernetes pods of ours; remove it for --format vertex "
+                "(Vertex AI reads gs:// with the run's service account, docs/kubeflow.md)"
+            )
+        if kubernetes:
+            pipeline_spec_builder.merge_platform_specs(
+                platform,
+                pipeline_spec_builder.platform_config_to_platform_spec(
+                    {"kubernetes": kubernetes}, label
+                ),
+            )
     # A round trip through the proto: unknown or mistyped fields fail here, not on upload.
     parsed = json_format.ParseDict(spec, pipeline_spec_pb2.PipelineSpec())
-    return json_format.MessageToDict(parsed)
+    return json_format.MessageToDict(parsed), json_format.MessageToDict(platform)
 
 
-def build_pipeline_job(config: PipelineConfig, fmt: str = "yaml") -> dict:
-    """The compiled PipelineJob as a dict (its `pipelineSpec` is what the YAML holds)."""
+def _with_parameters(pipeline: Any, config: PipelineConfig) -> dict[str, Any]:
+    """Adds the pipeline parameters (PIPELINE_PARAMETERS) to the components that read them, as
+    TFX RuntimeParameters (the v2 compiler makes each a root input parameter and the task's
+    input `rankpipe_param_<name>`, which pipelines/kfp_entrypoint.py folds into the exec
+    properties it stands for); returns name -> default, the config's value."""
+    defaults = {}
+    for parameter in PIPELINE_PARAMETERS:
+        value = config
+        for part in parameter.config_key.split("."):
+            value = getattr(value, part)
+        defaults[parameter.name] = parameter.ptype(value)
+        runtime = tfx.dsl.experimental.RuntimeParameter(
+            name=parameter.name, ptype=parameter.ptype, default=defaults[parameter.name]
+        )
+        for component in pipeline.components:
+            row = component_table.row_of(component.id)
+            if (row.id if row else component.id) in parameter.components:
+                component.exec_properties[PARAMETER_PREFIX + parameter.name] = runtime
+    return defaults
+
+
+def trainer_totals(spec: dict) -> str | None:
+    """What the Trainer tasks ask for together when cross-validation runs k+1 of them at once
+    (None without folds), e.g. "6 Trainer tasks at once (cross-validation): requests 12 CPU,
+    48 GB; limits 24 CPU, 96 GB; 6 x nvidia.com/gpu"."""
+    tasks = spec["root"]["dag"]["tasks"]
+    trainers = [t for t in sorted(tasks) if (component_table.row_of(t) or _NO_ROW).id == "Trainer"]
+    if len(trainers) < 2:
+        return None
+    total: dict[str, float] = {}
+    accelerators: dict[str, int] = {}
+    for name in trainers:
+        label = spec["components"][tasks[name]["componentRef"]["name"]]["executorLabel"]
+        container = spec["deploymentSpec"]["executors"][label].get("container", {})
+        resources = container.get("resources", {})
+        for key in ("cpuRequest", "memoryRequest", "cpuLimit", "memoryLimit"):
+            if key in resources:
+                total[key] = total.get(key, 0.0) + resources[key]
+        if "accelerator" in resources:
+            kind = resources["accelerator"]["type"]
+            count = int(resources["accelerator"].get("count", 1))
+            accelerators[kind] = accelerators.get(kind, 0) + count
+    parts = []
+    for what, cpu, memory in (
+        ("requests", "cpuRequest", "memoryRequest"),
+        ("limits", "cpuLimit", "memoryLimit"),
+    ):
+        got = [f"{total[cpu]:g} CPU" if cpu in total else "", ""]
+        got[1] = f"{total[memory]:g} GB" if memory in total else ""
+        got = [g for g in got if g]
+        parts.append(f"{what} {', '.join(got) if got else 'unset'}")
+    parts += [f"{count} x {kind}" for kind, count in sorted(accelerators.items())]
+    return f"{len(trainers)} Trainer tasks at once (cross-validation): {'; '.join(parts)}"
+
+
+_NO_ROW = dataclasses.make_dataclass("_NoRow", [("id", str, "")])()
+
+
+def _new_runner(config: PipelineConfig) -> Any:
+    return tfx.orchestration.experimental.KubeflowV2DagRunner(
+        config=tfx.orchestration.experimental.KubeflowV2DagRunnerConfig(
+            default_image=image_with_tag(config),
+            default_commands=list(ENTRYPOINT_COMMAND),
+            use_pipeline_spec_2_1=True,
+        ),
+        # Nothing is written there (write_out=False); the TFX CLI's vertex engine replaces it
+        # with where it keeps pipeline.json (tfx_cli_output below).
+        output_dir=_NOT_THE_CLI,
+    )
+
+
+_NOT_THE_CLI = os.path.join(tempfile.gettempdir(), "rankpipe-kubeflow-runner-unused")
+
+
+def image_with_tag(config: PipelineConfig) -> str:
+    """runner.image, with the source tag `make image` builds appended when it names no tag or
+    digest (pipelines/image_tag.py)."""
+    return image_tag.with_tag(config.runner.image)
+
+
+def _compile(config: PipelineConfig, fmt: str) -> tuple[dict, Any]:
     if fmt not in FORMATS:
         raise ConfigError(f"--format {fmt!r}: one of {', '.join(FORMATS)}")
     check_cluster_paths(config, fmt)
@@ -228,18 +457,23 @@ def build_pipeline_job(config: PipelineConfig, fmt: str = "yaml") -> dict:
         schema_file=image_path(SCHEMA_FILE),
         # 0 workers stays 0: Beam then uses the pod's CPUs, not this machine's count.
         beam_pipeline_args=config.runner.beam.pipeline_args(resolve_workers=False),
+        kubeflow=True,  # runner.kubeflow.trainer_replicas picks the Trainer's class
     )
-    runner = tfx.orchestration.experimental.KubeflowV2DagRunner(
-        config=tfx.orchestration.experimental.KubeflowV2DagRunnerConfig(
-            default_image=config.runner.image,
-            default_commands=list(ENTRYPOINT_COMMAND),
-            use_pipeline_spec_2_1=True,
-        ),
-        output_dir=tempfile.gettempdir(),  # unused: nothing is written (write_out=False)
-    )
-    job = runner.run(pipeline, write_out=False)
-    job["pipelineSpec"] = _finish_spec(job["pipelineSpec"], config)
-    return job
+    defaults = _with_parameters(pipeline, config)
+    runner = _new_runner(config)
+    # parameter_values: the defaults also go to the PipelineJob's runtimeConfig (Vertex AI).
+    job = runner.run(pipeline, parameter_values=defaults, write_out=False)
+    job["pipelineSpec"], platform = _finish_spec(job["pipelineSpec"], config, fmt, defaults)
+    if platform:
+        job[PLATFORM_SPEC_KEY] = platform
+    return job, runner
+
+
+def build_pipeline_job(config: PipelineConfig, fmt: str = "yaml") -> dict:
+    """The compiled PipelineJob as a dict (its `pipelineSpec` is what the YAML holds; with
+    Kubernetes options, PLATFORM_SPEC_KEY holds the platform spec, the YAML's second
+    document)."""
+    return _compile(config, fmt)[0]
 
 
 def render(job: dict, fmt: str, config_name: str) -> str:
@@ -253,12 +487,32 @@ def render(job: dict, fmt: str, config_name: str) -> str:
         f"# Compiled by `rankpipe compile` from {config_name} ({spec['sdkVersion']}, "
         f"pipeline spec schema {spec['schemaVersion']}).\n"
     )
-    return header + yaml.safe_dump(spec, sort_keys=True, allow_unicode=True, width=100)
+    parameters = spec["root"].get("inputDefinitions", {}).get("parameters", {})
+    if parameters:
+        shown = []
+        for name in sorted(parameters):
+            value = parameters[name].get("defaultValue")
+            if parameters[name].get("parameterType") == "NUMBER_INTEGER":
+                value = int(value)
+            shown.append(f"{name}={json.dumps(value)}")
+        header += f"# Parameters (defaults; set per run): {', '.join(shown)}\n"
+    totals = trainer_totals(spec)
+    if totals:
+        header += f"# {totals}.\n"
+    documents = [spec]
+    if job.get(PLATFORM_SPEC_KEY):
+        # As kfp's compiler writes it (pipeline_spec_builder.write_pipeline_spec_to_file): the
+        # platform spec is a second YAML document, which kfp.Client and the loader read.
+        documents.append(job[PLATFORM_SPEC_KEY])
+    return header + yaml.safe_dump_all(documents, sort_keys=True, allow_unicode=True, width=100)
 
 
 def compile_pipeline(config: PipelineConfig, output_file: str, fmt: str = "yaml") -> str:
     """Writes the compiled pipeline (see the module docstring) to output_file."""
-    job = build_pipeline_job(config, fmt)
+    return _write(config, build_pipeline_job(config, fmt), output_file, fmt)
+
+
+def _write(config: PipelineConfig, job: dict, output_file: str, fmt: str) -> str:
     text = render(job, fmt, os.path.basename(config.source))
     leaked = find_machine_paths(text)
     if leaked:
@@ -270,14 +524,44 @@ def compile_pipeline(config: PipelineConfig, output_file: str, fmt: str = "yaml"
     return output_file
 
 
-if __name__ == "__main__":
+def under_tfx_cli() -> bool:
+    """Whether the TFX CLI runs this file (`tfx pipeline create|update|compile --engine
+    vertex`): its KubeflowV2DagRunnerPatcher has wrapped KubeflowV2DagRunner.run
+    (tfx/tools/cli/handler/dag_runner_patcher.py, functools.wraps)."""
+    runner_class = tfx.orchestration.experimental.KubeflowV2DagRunner
+    return hasattr(runner_class.run, "__wrapped__")
+
+
+def tfx_cli_output(runner: Any) -> str | None:
+    """Where the TFX CLI wants the spec: `<VERTEX_HOME or ~/tfx/vertex>/<pipeline>/pipeline.json`,
+    which its patcher set on the runner before run() (kubeflow_v2_dag_runner_patcher.py
+    _before_run); None under `tfx pipeline compile`, which sets no directory."""
+    output_dir = runner._output_dir  # noqa: SLF001 - the attribute the TFX CLI sets
+    if output_dir == _NOT_THE_CLI:
+        return None
+    return os.path.join(output_dir, runner._output_filename)  # noqa: SLF001
+
+
+def main() -> str:
+    """The script: compiles $RANKPIPE_CONFIG with $RANKPIPE_SET to $RANKPIPE_SPEC
+    ($RANKPIPE_FORMAT, yaml by default); under the TFX CLI's vertex engine, the Vertex AI
+    PipelineJob JSON to the CLI's pipeline.json, byte for byte `rankpipe compile --format
+    vertex`'s file. Returns the path written."""
     from pipelines.config import load_config
 
-    _config = load_config(
+    config = load_config(
         os.environ.get(CONFIG_ENV, "cranfield"),
         os.environ.get(OVERRIDES_ENV, "").split(),
         check_inputs=False,
     )
-    compile_pipeline(
-        _config, os.environ.get("RANKPIPE_SPEC", f"{_config.runner.pipeline_name}.yaml")
+    cli = under_tfx_cli()
+    fmt = "vertex" if cli else os.environ.get(FORMAT_ENV, "yaml")
+    job, runner = _compile(config, fmt)
+    output = (tfx_cli_output(runner) if cli else None) or os.environ.get(
+        SPEC_ENV, f"{config.runner.pipeline_name}.{'json' if fmt == 'vertex' else 'yaml'}"
     )
+    return _write(config, job, output, fmt)
+
+
+if __name__ == "__main__":
+    main()

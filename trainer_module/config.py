@@ -274,6 +274,8 @@ class TrainerConfig:
 
     # Hardware.
     mixed_precision: str = "auto"
+    # auto: TPU if tpu_name, MultiWorkerMirrored if TF_CONFIG names several tasks (the Trainer
+    # run as replicas, runner.kubeflow.trainer_replicas), Mirrored if > 1 GPU, else default.
     strategy: str = "auto"
     tpu_name: str | None = None
     tpu_zone: str | None = None

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 
 import tensorflow as tf
 import tf_keras as keras
@@ -10,8 +12,21 @@ import tf_keras as keras
 from trainer_module.config import TrainerConfig
 
 
+def tf_config_tasks(environ: dict[str, str] | None = None) -> int:
+    """How many tasks TF_CONFIG's cluster names (0 without TF_CONFIG): the replicas a Kubeflow
+    Training Operator TFJob or a Vertex AI CustomJob started this process among."""
+    raw = (os.environ if environ is None else environ).get("TF_CONFIG", "")
+    if not raw.strip():
+        return 0
+    cluster = json.loads(raw).get("cluster") or {}
+    # A parameter server or evaluator is not a MultiWorkerMirroredStrategy replica.
+    return sum(len(cluster.get(kind) or []) for kind in ("chief", "worker"))
+
+
 def make_strategy(cfg: TrainerConfig) -> tf.distribute.Strategy:
-    """auto: TPU if tpu_name is set, Mirrored if > 1 GPU, else the default strategy.
+    """auto: TPU if tpu_name is set, MultiWorkerMirrored if TF_CONFIG names more than one task
+    (the Trainer runs as replicas: docs/kubeflow.md), Mirrored if > 1 GPU, else the default
+    strategy.
 
     Call before anything else uses the TF runtime: MultiWorkerMirroredStrategy must configure
     collectives at startup (physical device listing does not start the runtime).
@@ -19,7 +34,12 @@ def make_strategy(cfg: TrainerConfig) -> tf.distribute.Strategy:
     kind = cfg.strategy
     if kind == "auto":
         many_gpus = len(tf.config.list_physical_devices("GPU")) > 1
-        kind = "tpu" if cfg.tpu_name else ("mirrored" if many_gpus else "default")
+        if cfg.tpu_name:
+            kind = "tpu"
+        elif tf_config_tasks() > 1:
+            kind = "multi_worker"
+        else:
+            kind = "mirrored" if many_gpus else "default"
     if kind == "multi_worker":
         strategy: tf.distribute.Strategy = tf.distribute.MultiWorkerMirroredStrategy()
     elif kind == "tpu":

@@ -124,12 +124,6 @@ def make_train_dataset(
     """
     files = expand_patterns(file_patterns)
     ds = tf.data.Dataset.from_tensor_slices(files)
-    sharded_records = False
-    if input_context and input_context.num_input_pipelines > 1:
-        if len(files) >= input_context.num_input_pipelines:
-            ds = ds.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
-        else:
-            sharded_records = True
     ds = ds.shuffle(len(files), seed=cfg.seed, reshuffle_each_iteration=True).repeat()
     ds = ds.interleave(
         lambda f: _records(f),
@@ -137,8 +131,6 @@ def make_train_dataset(
         num_parallel_calls=tf.data.AUTOTUNE,
         deterministic=True,  # reproducible order: required for exact resume
     )
-    if sharded_records:
-        ds = ds.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
     ds = ds.shuffle(cfg.shuffle_buffer, seed=cfg.seed, reshuffle_each_iteration=True)
 
     accum = cfg.grad_accumulation_steps
@@ -146,6 +138,7 @@ def make_train_dataset(
         # Batch the serialized records, then parse whole batches (same batches as parsing
         # each record and padded_batch-ing them, at a fraction of the CPU).
         ds = ds.batch(per_replica_batch * accum, drop_remainder=True)
+        ds = shard_batches(ds, input_context)  # before parsing: a worker parses its own only
         ds = ds.map(
             lambda r: parse_train_batch(
                 r, max_query_length, max_doc_length, cfg.static_shapes, group_size
@@ -184,7 +177,22 @@ def make_train_dataset(
         padded_shapes=shapes,
         drop_remainder=True,
     )
-    return ds.prefetch(tf.data.AUTOTUNE)
+    return shard_batches(ds, input_context).prefetch(tf.data.AUTOTUNE)
+
+
+def shard_batches(
+    ds: tf.data.Dataset, input_context: tf.distribute.InputContext | None
+) -> tf.data.Dataset:
+    """With several input pipelines (multi-worker: one per worker), pipeline i keeps batches
+    i, i + n, i + 2n, ... of the one stream every pipeline builds alike (same files, same
+    seeded shuffles). Replica r of a step then trains on the batch one pipeline would feed it
+    (MirroredStrategy's replicas take consecutive batches of one pipeline), so N workers train
+    on exactly the global batches of one worker with the same global batch size: the model
+    matches a one-worker run to float tolerance. Every worker reads every record; only its own
+    batches are parsed."""
+    if input_context is None or input_context.num_input_pipelines <= 1:
+        return ds
+    return ds.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
 
 
 def make_list_dataset(
@@ -210,10 +218,9 @@ def make_list_dataset(
         "mask": tf.constant(mask, tf.bool),
     }
     ds = tf.data.Dataset.range(count)
-    if input_context and input_context.num_input_pipelines > 1:
-        ds = ds.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
     ds = ds.shuffle(count, seed=cfg.seed, reshuffle_each_iteration=True).repeat()
     ds = ds.batch(per_replica_batch * cfg.grad_accumulation_steps, drop_remainder=True)
+    ds = shard_batches(ds, input_context)
     ds = ds.map(lambda i: {k: tf.gather(v, i) for k, v in tensors.items()})
     if not cfg.static_shapes:
         ds = ds.map(trim_query_padding)

@@ -1,7 +1,8 @@
 """components/worker_dirs.py: which runners' workers see this machine's disk, and the work
 directory a component gives its Beam workers: unchanged on the DirectRunner, an object-store
-one on a runner whose workers may be elsewhere, and an error naming the setting when there is
-none (a Kubeflow pod's local temp dir and no --temp_location). Also through the executors:
+one on a runner whose workers may be elsewhere (or one under a directory declared mounted on
+every worker), and an error naming the setting when there is none (a Kubeflow pod's local temp
+dir and no --temp_location). Also through the executors:
 RankingDataGen and StatisticsGen refuse before any Beam work."""
 
 from __future__ import annotations
@@ -152,6 +153,50 @@ def test_paths_workers_read() -> None:
     assert "collection.documents: /data/corpus.jsonl" in message
     assert "gs://b/x" not in message
     assert message.startswith("RankingDataGen: the Beam runner DataflowRunner runs workers")
+
+
+# A Beam worker pool started apart from the launcher (worker_pool_main), its workers mounting
+# /mnt/shared and /data at the same paths as the launcher (tests/components/test_external_workers.py
+# runs one).
+EXTERNAL = [
+    "--runner=PortableRunner",
+    "--job_endpoint=embed",
+    "--environment_type=EXTERNAL",
+    "--environment_config=localhost:50000",
+    "--rankpipe_shared_mount=/mnt/shared",
+    "--rankpipe_shared_mount=/data/",
+]
+
+
+def test_shared_mounts_are_reachable_by_workers() -> None:
+    assert worker_dirs.shared_mounts(EXTERNAL) == ["/mnt/shared", "/data"]
+    assert worker_dirs.shared_mounts(FLINK_CLUSTER) == []
+    for path in ("/mnt/shared", "/mnt/shared/root/x", "/data/c/corpus.jsonl", "gs://b/x"):
+        assert worker_dirs.reachable_by_workers(path, EXTERNAL), path
+    for path in ("/mnt/shared-other/x", "/mnt", "/mnt/shared/../x", "file:///mnt/shared/x", "x"):
+        assert not worker_dirs.reachable_by_workers(path, EXTERNAL), path
+    assert not worker_dirs.reachable_by_workers("/mnt/shared/x", FLINK_CLUSTER)
+    reads = {"collection.documents": "/data/corpus.jsonl", "examples": "/mnt/shared/root/e"}
+    worker_dirs.check_worker_paths(EXTERNAL, reads, "X")
+    with pytest.raises(worker_dirs.WorkerPathError) as error:
+        worker_dirs.check_worker_paths(EXTERNAL, {**reads, "model": "/home/me/model"}, "X")
+    message = str(error.value)
+    assert "PortableRunner (environment EXTERNAL)" in message
+    assert "(model: /home/me/model)" in message and "--rankpipe_shared_mount=DIR" in message
+
+
+def test_external_workers_write_under_temp_location_on_a_shared_mount() -> None:
+    args = [*EXTERNAL, "--temp_location=/mnt/shared/beam-tmp"]
+    got = worker_dirs.choose_work_dir(args, POD_TMP, "ranking_datagen", "RankingDataGen")
+    assert re.fullmatch(r"/mnt/shared/beam-tmp/rankpipe/ranking_datagen-[0-9a-f]{12}", got)
+    # The executor's temp dir is the launcher's own, even under a shared mount (LocalDagRunner
+    # puts it under the pipeline root): only --temp_location says where workers may write.
+    tmp = "/mnt/shared/root/RankingDataGen/.system/executor_execution/7/.temp/7"
+    assert worker_dirs.choose_work_dir(args, tmp, "w", "X").startswith("/mnt/shared/beam-tmp/")
+    for temp_location in (None, "/tmp/beam", "file:///mnt/shared/beam-tmp"):
+        flags = [f"--temp_location={temp_location}"] if temp_location else []
+        with pytest.raises(worker_dirs.WorkerPathError, match=r"--rankpipe_shared_mount=DIR"):
+            worker_dirs.choose_work_dir([*EXTERNAL, *flags], tmp, "w", "X")
 
 
 class _Executor(base_beam_executor.BaseBeamExecutor):

@@ -9,7 +9,7 @@ download and upload), a shared volume for the push destination (a PVC mount on a
 the collection files copied into each container where a derived image would COPY them.
 
 Not collected by the default suite (pyproject.toml norecursedirs; CI runs no container engine).
-$RANKPIPE_IMAGE names the image (default: `make image`'s localhost/rankpipe:dev).
+$RANKPIPE_IMAGE names the image (default: `make image`'s localhost/rankpipe:<source tag>).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from unittest import mock
 
 import pytest
 
-from pipelines import kubeflow_runner
+from pipelines import image_tag, kubeflow_runner
 from pipelines.config import COMPONENT_IDS, PipelineConfig, load_config
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -34,7 +34,7 @@ import buildah_pods  # noqa: E402
 import kfp_testing  # noqa: E402
 from kfp_local import LocalKfpBackend  # noqa: E402
 
-IMAGE = os.environ.get("RANKPIPE_IMAGE", "localhost/rankpipe:dev")
+IMAGE = os.environ.get("RANKPIPE_IMAGE", f"localhost/rankpipe:{image_tag.source_tag()}")
 PUSH_MOUNT = "/mnt/models"  # the volume every pod shares (a PVC on a cluster)
 DATA_DIR = "/rankpipe/data"  # where a derived image would COPY a collection
 TASK_TIMEOUT = 900

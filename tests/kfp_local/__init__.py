@@ -31,7 +31,14 @@ in 2.14 - 2.17):
   output's `uri` (when non-empty) and `metadata` into the provisioned artifact
   (mergeRuntimeArtifacts), uploads the output local paths and records the artifacts with the
   type named by their schema title (SchemaToArtifactType) and a default `display_name`;
-- importer tasks (component/importer_launcher.go) record the constant artifact URI.
+- importer tasks (component/importer_launcher.go) record the constant artifact URI;
+- pipeline parameters as the root DAG's driver resolves them: `run(spec, parameters=...)`, the
+  root input definitions' `defaultValue` for the others, typed (an undeclared name or a wrong
+  type fails the run), reaching tasks through `componentInputParameter`;
+- a task's `retryPolicy` as Argo's retryStrategy runs it: a failed attempt gets a new pod with
+  the same ExecutorInput after `backoffDuration` x `backoffFactor`^(n-1), up to
+  `maxRetryCount` times and not after `backoffMaxDuration` since the first attempt
+  (`fail_first` kills a task's next pods, to exercise it on a compiled spec).
 
 The object store is a directory (`<workdir>/object-store/<minio|s3|gcs>/<bucket>/<key>`) with
 the Go object store's semantics (objectstore/object_store.go): an upload writes one object per
@@ -46,8 +53,9 @@ project), and the launcher's local paths are rebased under the task's directory,
 command learns from $RANKPIPE_KFP_LOCAL_ROOT (pipelines/kfp_entrypoint.py honours it). A pod
 with `rebased = False` runs the spec's command and arguments unchanged in a file system of its
 own where the launcher's paths are the real ones (tests/image/buildah_pods.py: the built image,
-`make image-test`). The run stops at the first failed task; container resources are not
-enforced. Written by hand because no tool runs a TFX
+`make image-test`). The run stops at the first failed task (after its retries); container
+resources are not enforced and the platform spec (the YAML's second document: node selectors,
+tolerations, secrets) is not applied. Written by hand because no tool runs a TFX
 spec this way: kfp 2.5's `kfp.local` runs single components only, and later versions' pipeline
 support needs a protobuf 4 stack and rewrites TFX artifacts as `dsl.Artifact`s.
 

@@ -28,7 +28,14 @@ from kfp_local.records import (
     RunResult,
     TaskResult,
 )
-from kfp_local.spec import _mlmd_round_trip, _title, check_executors, load_spec, task_producers
+from kfp_local.spec import (
+    _mlmd_round_trip,
+    _title,
+    check_executors,
+    load_spec,
+    root_parameters,
+    task_producers,
+)
 from pipelines import kfp_entrypoint
 
 
@@ -48,6 +55,7 @@ class LocalKfpBackend(Driver, Launcher):
         cache_disabled: bool = False,
         parallelism: int | None = None,
         pods: PodFactory | None = None,
+        fail_first: dict[str, int] | None = None,
     ):
         self.workdir = Path(workdir)
         self.store = self.workdir / "object-store"
@@ -59,6 +67,9 @@ class LocalKfpBackend(Driver, Launcher):
         self.timeout = timeout
         self.cache_disabled = cache_disabled
         self.parallelism = parallelism
+        # task -> how many of its next pods fail at once (exit 137, as a pod killed or evicted),
+        # to exercise retry policies on real specs.
+        self.fail_first = dict(fail_first or {})
         if pods is None:
             pods = self._host_pod
             if not mount_namespaces_work():
@@ -70,6 +81,7 @@ class LocalKfpBackend(Driver, Launcher):
         self._next_id = 1
         self._lock = threading.Lock()  # MLMD ids and the cache, written from task threads
         self.tasks: dict[str, TaskResult] = {}  # the current or last run's finished tasks
+        self.run_parameters: dict[str, struct_pb2.Value] = {}  # the current run's parameters
         # The cache database: (pipeline name, fingerprint) -> the execution that produced it.
         self._cache: dict[tuple[str, str], TaskResult] = {}
 
@@ -107,13 +119,19 @@ class LocalKfpBackend(Driver, Launcher):
 
     # ---- the run ---------------------------------------------------------------------------
     def run(
-        self, spec: pb.PipelineSpec | str | os.PathLike, pipeline_root: str | None = None
+        self,
+        spec: pb.PipelineSpec | str | os.PathLike,
+        pipeline_root: str | None = None,
+        parameters: dict[str, object] | None = None,
     ) -> RunResult:
         """Runs the spec; the pipeline root is the run's `pipeline_root`, else the spec's
-        `defaultPipelineRoot`, else the backend's default (as the API server picks it)."""
+        `defaultPipelineRoot`, else the backend's default (as the API server picks it);
+        `parameters` are the run's pipeline parameters (a run's `runtime_config.parameters`),
+        the spec's defaults for the others."""
         if not isinstance(spec, pb.PipelineSpec):
             spec = load_spec(spec)
         check_executors(spec)
+        self.run_parameters = root_parameters(spec, parameters or {})
         root = (pipeline_root or spec.default_pipeline_root or self.default_root).rstrip("/")
         if kfp_entrypoint.local_path_for_uri(root, "/") is None:
             # objectstore/config.go ParseBucketPathToConfig accepts gs://, s3://, minio://.

@@ -10,7 +10,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 import os
+import time
 import uuid
 from typing import Any
 
@@ -52,6 +54,15 @@ class Driver:
                         f"*pipelinespec.{go_type} not implemented"
                     )
                 inputs.parameter_values[key].CopyFrom(param.runtime_value.constant)
+            elif kind == "component_input_parameter":
+                # The root DAG's parameters: the run's values over the spec's defaults (the
+                # root driver, driver.go RootDAG; resolved once per run in backend.run).
+                source = param.component_input_parameter
+                if source not in self.run_parameters:
+                    raise BackendError(
+                        f"{where}: parent DAG does not have input parameter {source}"
+                    )
+                inputs.parameter_values[key].CopyFrom(self.run_parameters[source])
             elif kind == "task_output_parameter":
                 producer = results[param.task_output_parameter.producer_task]
                 values = producer.executor_output.get("parameterValues", {})
@@ -187,7 +198,9 @@ class Driver:
         (reuseCachedOutputs) and no launcher runs; otherwise the task runs and, once it
         succeeded, its fingerprint is recorded (launcher_v2.go, createCache)."""
         if self.cache_disabled or not task.caching_options.enable_cache:
-            return self._launch(name, component, executor["container"], executor_input)
+            return self._launch_with_retries(
+                name, task, component, executor["container"], executor_input
+            )
         fingerprint = self.fingerprint(executor_input, component, executor["container"])
         with self._lock:
             hit = self._cache.get((pipeline_name, fingerprint))
@@ -204,8 +217,64 @@ class Driver:
                 fingerprint=fingerprint,
                 cached=True,
             )
-        result = self._launch(name, component, executor["container"], executor_input)
+        result = self._launch_with_retries(
+            name, task, component, executor["container"], executor_input
+        )
         result.fingerprint = fingerprint
         with self._lock:
             self._cache[(pipeline_name, fingerprint)] = result
         return result
+
+    # ---- retries ----------------------------------------------------------------------------
+    def _launch_with_retries(
+        self,
+        name: str,
+        task: pb.PipelineTaskSpec,
+        component: pb.ComponentSpec,
+        container: dict[str, Any],
+        executor_input: pb.ExecutorInput,
+    ) -> TaskResult:
+        """The task's retryPolicy as Argo's retryStrategy runs it (the KFP Argo compiler turns
+        maxRetryCount, backoffDuration, backoffFactor and backoffMaxDuration into the executor
+        template's retryStrategy limit and backoff): after a failed attempt, a new pod with the
+        same ExecutorInput (the driver is not run again: same outputs, same URIs) after waiting
+        duration * factor^(n-1); no retry starts once backoffMaxDuration has passed since the
+        first attempt began. Without a policy, the first failure fails the task."""
+        policy = task.retry_policy
+        retries = policy.max_retry_count
+        wait = policy.backoff_duration.ToTimedelta().total_seconds()
+        factor = policy.backoff_factor or 2.0
+        limit = policy.backoff_max_duration.ToTimedelta().total_seconds() or 3600.0
+        started = time.monotonic()
+        attempt = 0
+        waits = []
+        while True:
+            try:
+                with self._lock:
+                    killed = self.fail_first.get(name, 0) > 0
+                    if killed:
+                        self.fail_first[name] -= 1
+                if killed:
+                    raise BackendError(
+                        f"task {name!r}: failed to execute component: exit status 137 "
+                        "(the pod was killed: fail_first)"
+                    )
+                result = self._launch(name, component, container, executor_input)
+            except BackendError:
+                attempt += 1
+                if attempt > retries or time.monotonic() - started + wait > limit:
+                    raise
+                logging.info(
+                    "KFP local backend: %s failed, retry %d of %d in %.1fs",
+                    name,
+                    attempt,
+                    retries,
+                    wait,
+                )
+                time.sleep(wait)
+                waits.append(wait)
+                wait *= factor
+                continue
+            result.attempts = attempt + 1
+            result.retry_waits = waits
+            return result

@@ -44,6 +44,8 @@ class TaskResult:
     fingerprint: str = ""
     cached: bool = False
     started: float = 0.0  # time.time() when the driver began (tasks run in parallel)
+    attempts: int = 1  # pods launched (more than 1 when its retryPolicy retried it)
+    retry_waits: list[float] = dataclasses.field(default_factory=list)  # backoff before each
 
 
 @dataclasses.dataclass

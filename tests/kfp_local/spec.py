@@ -110,3 +110,41 @@ def _title(schema: pb.ArtifactTypeSchema) -> str:
         if title:
             return title
     raise BackendError(f"no title specified in artifact type schema {schema}")
+
+
+def root_parameters(spec: pb.PipelineSpec, given: dict[str, object]) -> dict[str, struct_pb2.Value]:
+    """The run's pipeline parameters as the root DAG's driver resolves them (driver.go RootDAG
+    and resolve.go's type check): the run's value, else the root input definition's
+    defaultValue; a parameter the spec does not declare, a missing required one or a value of
+    the wrong type fails the run."""
+    definitions = spec.root.input_definitions.parameters
+    unknown = sorted(set(given) - set(definitions))
+    if unknown:
+        raise BackendError(f"run parameters {unknown}: not parameters of the pipeline")
+    resolved = {}
+    for name, definition in definitions.items():
+        if name in given:
+            value = json_format.ParseDict(given[name], struct_pb2.Value())
+        elif definition.HasField("default_value"):
+            value = definition.default_value
+        elif definition.is_optional:
+            continue
+        else:
+            raise BackendError(f"neither value nor default value provided for parameter {name!r}")
+        ptype = definition.parameter_type
+        kind = value.WhichOneof("kind")
+        number = (pb.ParameterType.NUMBER_INTEGER, pb.ParameterType.NUMBER_DOUBLE)
+        ok = {
+            "string_value": ptype == pb.ParameterType.STRING,
+            "number_value": ptype in number,
+            "bool_value": ptype == pb.ParameterType.BOOLEAN,
+        }.get(kind, False)
+        if ptype == pb.ParameterType.NUMBER_INTEGER and ok:
+            ok = float(value.number_value).is_integer()
+        if not ok:
+            raise BackendError(
+                f"parameter {name!r}: {json_format.MessageToDict(value)!r} is not a "
+                f"{pb.ParameterType.ParameterTypeEnum.Name(ptype)}"
+            )
+        resolved[name] = value
+    return resolved

@@ -301,6 +301,31 @@ def test_a_distributed_beam_runner_needs_object_store_locations(tmp_path: Path) 
     # Workers on this machine: local paths are fine, as without --runner.
     loopback = ["--runner=PortableRunner", "--job_endpoint=embed", "--environment_type=LOOPBACK"]
     load_config(_write(tmp_path, _demo_data(**{"runner.beam.extra_args": loopback})))
+    # An EXTERNAL worker pool whose workers mount tmp_path at the same path: local paths under
+    # it are the workers' too; one outside it is still refused, naming the flag.
+    (tmp_path / "corpus.jsonl").write_text('{"_id": "d1", "title": "", "text": "a wing"}\n')
+    external = [
+        "--runner=PortableRunner",
+        "--job_endpoint=embed",
+        "--environment_type=EXTERNAL",
+        "--environment_config=localhost:50000",
+        f"--rankpipe_shared_mount={tmp_path}",
+    ]
+    shared = {
+        **base,
+        "runner.beam.extra_args": external,
+        "collection.documents": str(tmp_path / "corpus.jsonl"),
+        "runner.pipeline_root": str(tmp_path / "root"),
+        "pusher.destination": str(tmp_path / "serving"),
+    }
+    load_config(_write(tmp_path, _demo_data(**shared)))
+    outside = {**shared, "pusher.destination": "/elsewhere/serving"}
+    with pytest.raises(
+        ConfigError,
+        match=r"pusher\.destination: '/elsewhere/serving' is a path on this machine, .*"
+        r"\(environment EXTERNAL\).*--rankpipe_shared_mount=DIR",
+    ):
+        load_config(_write(tmp_path, _demo_data(**outside)))
 
 
 @pytest.mark.parametrize(

@@ -292,3 +292,64 @@ def test_beam_workers_zero_becomes_the_pods_cpus(
 )
 def test_resolve_beam_workers(args: list[str], expected: list[str]) -> None:
     assert kfp_entrypoint.resolve_beam_workers(args, cpus=5) == expected
+
+
+def _task_input(parameters: dict) -> tuple[pb.ExecutorInput, pb.ComponentInputsSpec]:
+    executor_input = json_format.ParseDict(
+        {"inputs": {"parameterValues": parameters}}, pb.ExecutorInput()
+    )
+    spec = pb.ComponentInputsSpec()
+    for key in parameters:
+        spec.parameters[key].parameter_type = pb.ParameterType.STRING
+    return executor_input, spec
+
+
+def test_pipeline_parameters_reach_the_exec_properties_they_stand_for() -> None:
+    prefix = kfp_entrypoint.PARAMETER_PREFIX
+    card = json.dumps({"trainer": {"train_steps": 300, "learning_rate": 0.003}, "pusher": {}})
+    trainer, spec = _task_input(
+        {
+            "train_args": json.dumps({"splits": ["train"], "num_steps": 300}),
+            "custom_config": json.dumps({"trainer": {"train_steps": 300, "learning_rate": 0.003}}),
+            prefix + "train_steps": 25,
+            prefix + "learning_rate": 0.01,
+        }
+    )
+    given = kfp_entrypoint.apply_pipeline_parameters(trainer, spec)
+    assert given == {"train_steps": 25, "learning_rate": 0.01}
+    values = json_format.MessageToDict(trainer.inputs)["parameterValues"]
+    assert json.loads(values["train_args"]) == {"splits": ["train"], "num_steps": 25}
+    assert json.loads(values["custom_config"])["trainer"] == {
+        "train_steps": 25,
+        "learning_rate": 0.01,
+    }
+    # The parameters' own inputs are gone, from the inputs spec too: TFX sees its properties.
+    assert not [k for k in values if k.startswith(prefix)]
+    assert not [k for k in spec.parameters if k.startswith(prefix)]
+
+    pusher, _ = _task_input(
+        {
+            "push_destination": json.dumps({"filesystem": {"base_directory": "gs://a/old"}}),
+            "model_card_config": card,
+            prefix + "push_destination": "gs://b/new",
+        }
+    )
+    kfp_entrypoint.apply_pipeline_parameters(pusher)
+    values = json_format.MessageToDict(pusher.inputs)["parameterValues"]
+    assert json.loads(values["push_destination"]) == {
+        "filesystem": {"base_directory": "gs://b/new"}
+    }
+    assert json.loads(values["model_card_config"])["pusher"] == {"destination": "gs://b/new"}
+
+    evaluator, _ = _task_input(
+        {"push_destination": "gs://a/old", prefix + "push_destination": "gs://b/new"}
+    )
+    kfp_entrypoint.apply_pipeline_parameters(evaluator)
+    assert evaluator.inputs.parameter_values["push_destination"].string_value == "gs://b/new"
+
+
+def test_a_task_without_pipeline_parameters_is_left_alone() -> None:
+    executor_input, spec = _task_input({"train_args": '{"num_steps": 3}'})
+    before = executor_input.SerializeToString()
+    assert kfp_entrypoint.apply_pipeline_parameters(executor_input, spec) == {}
+    assert executor_input.SerializeToString() == before

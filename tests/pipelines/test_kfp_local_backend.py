@@ -11,6 +11,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -224,6 +225,85 @@ def test_cache_reuses_an_execution_with_the_same_fingerprint(tmp_path: Path) -> 
     assert not any(t.cached for t in off.run(spec).tasks.values())
 
 
+def _flaky_spec(failures: int, retry: dict | None) -> pb.PipelineSpec:
+    """One task that appends "start <time>" to $STAMPS and exits 3 while fewer than `failures`
+    starts are recorded there (a file outside the pod: each attempt is a fresh pod)."""
+    code = (
+        "import os, sys, time; p = os.environ['STAMPS']; "
+        "n = len(open(p).readlines()) if os.path.exists(p) else 0; "
+        "open(p, 'a').write(f'start {time.time()}\\n'); sys.exit(3 if n < int(sys.argv[1]) else 0)"
+    )
+    spec = _sleep_spec({"a": []}, cache=False)
+    executor = json_format.MessageToDict(spec.deployment_spec)
+    executor["executors"]["exec-a"]["container"]["command"] = ["python", "-c", code, str(failures)]
+    spec.deployment_spec.Clear()
+    spec.deployment_spec.update(executor)
+    if retry is not None:
+        json_format.ParseDict(retry, spec.root.dag.tasks["a"].retry_policy)
+    return spec
+
+
+def test_a_task_that_fails_once_is_retried_after_its_backoff(tmp_path: Path) -> None:
+    stamps = tmp_path / "stamps"
+    env = dict(os.environ, STAMPS=str(stamps))
+    policy = {"maxRetryCount": 2, "backoffDuration": "1s", "backoffFactor": 2.0}
+    backend = LocalKfpBackend(tmp_path / "backend", env=env, publish_logs=False)
+    task = backend.run(_flaky_spec(1, policy)).tasks["a"]
+    starts = [float(line.split()[1]) for line in stamps.open()]
+    assert task.returncode == 0 and task.attempts == 2 and task.retry_waits == [1.0]
+    assert len(starts) == 2 and starts[1] - starts[0] >= 1.0  # a new pod after the backoff
+    # Failing every time: the first try and maxRetryCount retries, waits growing by the factor.
+    stamps.unlink()
+    with pytest.raises(BackendError, match="exit status 3"):
+        backend.run(_flaky_spec(5, policy))
+    starts = [float(line.split()[1]) for line in stamps.open()]
+    assert len(starts) == 3 and starts[2] - starts[1] >= 2.0
+    # No retryPolicy: the first failure fails the task; backoffMaxDuration stops retries too.
+    for retry, runs in ((None, 1), ({**policy, "backoffMaxDuration": "1s"}, 1)):
+        stamps.unlink()
+        with pytest.raises(BackendError, match="exit status 3"):
+            backend.run(_flaky_spec(1, retry))
+        assert len(stamps.read_text().splitlines()) == runs
+
+
+def test_pipeline_parameters_take_the_run_value_or_the_default(tmp_path: Path) -> None:
+    """A root input parameter given to a task (componentInputParameter), as TFX compiles a
+    RuntimeParameter: the run's value when it gives one, else the spec's default."""
+    out = tmp_path / "seen"
+    spec = _sleep_spec({"a": []}, cache=False)
+    code = "import os, sys; open(os.environ['OUT'], 'a').write(sys.argv[1] + '\\n')"
+    executor = json_format.MessageToDict(spec.deployment_spec)
+    executor["executors"]["exec-a"]["container"]["command"] = ["python", "-c", code]
+    executor["executors"]["exec-a"]["container"]["args"] = ["{{$.inputs.parameters['steps']}}"]
+    spec.deployment_spec.Clear()
+    spec.deployment_spec.update(executor)
+    json_format.ParseDict(
+        {"parameters": {"steps": {"parameterType": "NUMBER_INTEGER"}}},
+        spec.components["comp-a"].input_definitions,
+    )
+    json_format.ParseDict(
+        {
+            "parameters": {
+                "steps": {
+                    "parameterType": "NUMBER_INTEGER",
+                    "defaultValue": 300,
+                    "isOptional": True,
+                }
+            }
+        },
+        spec.root.input_definitions,
+    )
+    spec.root.dag.tasks["a"].inputs.parameters["steps"].component_input_parameter = "steps"
+    backend = LocalKfpBackend(tmp_path / "backend", env=dict(os.environ, OUT=str(out)))
+    backend.run(spec)
+    backend.run(spec, parameters={"steps": 25})
+    assert out.read_text().split() == ["300", "25"]
+    with pytest.raises(BackendError, match="not parameters of the pipeline"):
+        backend.run(spec, parameters={"stpes": 25})
+    with pytest.raises(BackendError, match="is not a NUMBER_INTEGER"):
+        backend.run(spec, parameters={"steps": "many"})
+
+
 def test_object_store_keeps_files_not_directories(tmp_path: Path) -> None:
     backend = LocalKfpBackend(tmp_path / "backend")
     local = tmp_path / "pod" / "model"
@@ -270,7 +350,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict:
     import kfp_testing
 
     work = tmp_path_factory.mktemp("kfp-e2e")
-    common = ["runner.pipeline_name=rankpipe-kfp-ci"]
+    common = ["runner.pipeline_name=rankpipe-kfp-ci", "runner.kubeflow.defaults.retry_backoff=1s"]
     kfp = [
         f"runner.pipeline_root={kfp_testing.PIPELINE_ROOT}",
         f"pusher.destination={work / 'serving'}",
@@ -297,6 +377,11 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict:
             second = backend.run(spec_file)
             versions_after_second = sorted(p.name for p in (work / "serving").iterdir())
             third = backend.run(reseeded_file)
+            # A pipeline parameter set for the run, without recompiling, and a Trainer pod
+            # killed once: its retryPolicy (demo.yaml's retries, backoff shortened below)
+            # starts it again.
+            backend.fail_first = {"Trainer": 1}
+            fourth = backend.run(spec_file, parameters={"train_steps": 30})
         except BaseException:
             ldr.kill()
             ldr.wait()
@@ -313,6 +398,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict:
         "first": first,
         "second": second,
         "third": third,
+        "fourth": fourth,
         "versions_after_second": versions_after_second,
         "ldr_metrics": json.loads(Path(ldr_metrics).read_text()),
     }
@@ -413,6 +499,25 @@ def test_model_pushed_then_used_as_the_baseline(runs: dict) -> None:
         first["aggregate"]["candidate"], abs=1e-6
     )
     assert "baseline" in second["comparisons"]
+
+
+@pytest.mark.e2e
+def test_a_run_parameter_retrains_and_a_killed_pod_is_retried(runs: dict) -> None:
+    """The compiled spec's train_steps parameter, set for one run (the config said 20): the
+    Trainer runs again with 30 steps, and what its model feeds; the rest is served from the
+    cache. Its first pod was killed; the retry policy started a second one after the backoff."""
+    fourth = runs["fourth"]
+    ran = {name for name, task in fourth.tasks.items() if not task.cached}
+    assert ran == {"Trainer", "RankingEvaluator", "Pusher"}
+    trainer = fourth.tasks["Trainer"]
+    assert trainer.attempts == 2 and trainer.retry_waits == [1.0]
+    given = trainer.executor_input["inputs"]["parameterValues"]
+    assert given["rankpipe_param_train_steps"] == 30
+    # The entrypoint put it where the Trainer reads it (the other parameters at their defaults).
+    assert re.search(r"pipeline parameters of this run: \{[^}]*'train_steps': 30\b", trainer.log)
+    assert all(t.attempts == 1 for n, t in fourth.tasks.items() if n != "Trainer")
+    first = runs["first"].tasks["Trainer"].executor_input["inputs"]["parameterValues"]
+    assert first["rankpipe_param_train_steps"] == 20  # the default: the config's value
 
 
 @pytest.mark.e2e

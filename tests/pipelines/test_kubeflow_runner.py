@@ -20,7 +20,7 @@ import yaml
 from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
 
-from pipelines import cli, kubeflow_runner
+from pipelines import cli, kfp_entrypoint, kubeflow_runner
 from pipelines.config import CONFIG_DIR, REPO_ROOT, load_config
 from rankcore.config_loader import ConfigError
 
@@ -157,19 +157,38 @@ def test_resources_and_display_names_from_config(tmp_path: Path) -> None:
     components = (
         "runner.kubeflow.components={Trainer: {cpu_limit: '8', memory_limit: 32Gi, "
         "accelerator_type: nvidia.com/gpu, accelerator_count: 2}, "
-        "RankingDataGen: {display_name: Make examples, memory_limit: 500M}}"
+        "RankingDataGen: {display_name: Make examples, memory_request: 250M, memory_limit: 500M}}"
     )
     overrides = [*cluster_overrides("demo"), "runner.kubeflow.display_names=true", components]
     config = load_config("demo", overrides, check_inputs=False)
     spec = kubeflow_runner.build_pipeline_job(config)["pipelineSpec"]
     executors = spec["deploymentSpec"]["executors"]
+    # Each field a component leaves unset comes from runner.kubeflow.defaults (demo.yaml's).
     assert executors["Trainer_executor"]["container"]["resources"] == {
+        "cpuRequest": 1.0,
         "cpuLimit": 8.0,
+        "memoryRequest": 2.0,
         "memoryLimit": pytest.approx(32 * 2**30 / 1e9),
         "accelerator": {"type": "nvidia.com/gpu", "count": "2"},
     }
-    assert executors["RankingDataGen_executor"]["container"]["resources"] == {"memoryLimit": 0.5}
-    assert "resources" not in executors["Pusher_executor"]["container"]
+    assert executors["RankingDataGen_executor"]["container"]["resources"] == {
+        "cpuRequest": 1.0,
+        "cpuLimit": 2.0,
+        "memoryRequest": 0.25,
+        "memoryLimit": 0.5,
+    }
+    assert executors["Pusher_executor"]["container"]["resources"] == {
+        "cpuRequest": 1.0,
+        "cpuLimit": 2.0,
+        "memoryRequest": 2.0,
+        "memoryLimit": 4.0,
+    }
+    no_defaults = [*overrides, "runner.kubeflow.defaults={}"]
+    spec = kubeflow_runner.build_pipeline_job(load_config("demo", no_defaults, check_inputs=False))[
+        "pipelineSpec"
+    ]
+    assert "resources" not in spec["deploymentSpec"]["executors"]["Pusher_executor"]["container"]
+    assert not any("retryPolicy" in t for t in spec["root"]["dag"]["tasks"].values())
     names = {k: t["taskInfo"]["name"] for k, t in spec["root"]["dag"]["tasks"].items()}
     assert names["Trainer"] == "Train reranker" and names["RankingDataGen"] == "Make examples"
     assert names["RankingEvaluator"] == "Evaluate and bless"
@@ -191,10 +210,11 @@ def test_cross_validation_compiles_to_parallel_fold_trainers() -> None:
         "evaluator.cross_validation.folds=3",
         "datagen.split.num_folds=3",
         "runner.kubeflow.display_names=true",
-        "runner.kubeflow.components={Trainer: {cpu_limit: '4'}}",
+        "runner.kubeflow.defaults={}",
+        "runner.kubeflow.components={Trainer: {cpu_limit: '4', accelerator_type: nvidia.com/gpu}}",
     ]
-    spec = kubeflow_runner.build_pipeline_job(load_config("demo", overrides, check_inputs=False))
-    spec = spec["pipelineSpec"]
+    job = kubeflow_runner.build_pipeline_job(load_config("demo", overrides, check_inputs=False))
+    spec = job["pipelineSpec"]
     tasks = spec["root"]["dag"]["tasks"]
     trainers = ["Trainer", "Trainer_fold0", "Trainer_fold1", "Trainer_fold2"]
     assert set(trainers) <= set(tasks)
@@ -202,11 +222,191 @@ def test_cross_validation_compiles_to_parallel_fold_trainers() -> None:
         assert not set(tasks[name].get("dependentTasks", [])) & set(trainers)
         label = spec["components"][tasks[name]["componentRef"]["name"]]["executorLabel"]
         resources = spec["deploymentSpec"]["executors"][label]["container"]["resources"]
-        assert resources == {"cpuLimit": 4.0}
+        assert resources == {
+            "cpuLimit": 4.0,
+            "accelerator": {"type": "nvidia.com/gpu", "count": "1"},
+        }
+    # What they ask for together is stated, in the YAML's header.
+    header = kubeflow_runner.render(job, "yaml", "demo.yaml").split("\ncomponents:")[0]
+    assert (
+        "# 4 Trainer tasks at once (cross-validation): requests unset; limits 16 CPU; "
+        "4 x nvidia.com/gpu." in header
+    )
     assert tasks["Trainer_fold1"]["taskInfo"]["name"] == "Train reranker (fold 1)"
     assert set(trainers) <= set(tasks["RankingEvaluator"]["dependentTasks"])
     artifacts = tasks["RankingEvaluator"]["inputs"]["artifacts"]
     assert artifacts["fold_model_2"]["taskOutputArtifact"]["producerTask"] == "Trainer_fold2"
+
+
+# Kubernetes settings a cluster user adds: a GCS key as a secret, a GPU node pool.
+PLACEMENT = [
+    "runner.kubeflow.defaults.secret_volumes={gcs-key: /secrets/gcs}",
+    "runner.kubeflow.defaults.env={GOOGLE_APPLICATION_CREDENTIALS: /secrets/gcs/key.json}",
+    "runner.kubeflow.components.Trainer.node_selector={cloud.google.com/gke-nodepool: gpu}",
+    "runner.kubeflow.components.Trainer.tolerations="
+    "[{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]",
+    "runner.kubeflow.components.Trainer.secret_env={HF_TOKEN: hf/token}",
+]
+
+
+def test_cranfield_spec_carries_requests_limits_retries_and_the_platform_spec(
+    tmp_path: Path,
+) -> None:
+    """The shipped Cranfield config compiles to a spec with every task's requests and limits
+    and retry policy, pipeline parameters with the config's values as defaults, and the
+    Kubernetes settings as the platform spec (a second YAML document); kfp's own loaders read
+    it, and the local KFP backend accepts it (executors, DAG, parameters)."""
+    from kfp import components
+    from kfp.client.client import _extract_pipeline_yaml
+    from kfp.kubernetes import kubernetes_executor_config_pb2 as k8s
+
+    sys.path.insert(0, str(REPO_ROOT / "tests"))
+    from kfp_local import spec as local_spec
+
+    config = load_config("cranfield", cluster_overrides("cranfield") + PLACEMENT, False)
+    out = kubeflow_runner.compile_pipeline(config, str(tmp_path / "cranfield.yaml"))
+    text = Path(out).read_text()
+    assert (
+        "# 6 Trainer tasks at once (cross-validation): requests 24 CPU, 96 GB; limits 48 " in text
+    )
+    doc = _extract_pipeline_yaml(out)  # what kfp.Client uploads and runs
+    spec, platform = doc.pipeline_spec, doc.platform_spec
+    component = components.load_component_from_file(out)  # kfp's component loader
+    assert component.pipeline_spec == spec and component.platform_spec == platform
+
+    executors = json_format.MessageToDict(spec.deployment_spec)["executors"]
+    for name, task in spec.root.dag.tasks.items():
+        label = spec.components[task.component_ref.name].executor_label
+        resources = executors[label]["container"]["resources"]
+        assert {"cpuRequest", "cpuLimit", "memoryRequest", "memoryLimit"} <= set(resources), name
+        assert resources["cpuRequest"] <= resources["cpuLimit"]
+        policy = json_format.MessageToDict(task.retry_policy)
+        assert policy == {
+            "maxRetryCount": 2,
+            "backoffDuration": "60s",
+            "backoffFactor": 2.0,
+            "backoffMaxDuration": "3600s",
+        }, name
+        env = {e["name"]: e["value"] for e in executors[label]["container"]["env"]}
+        assert env["GOOGLE_APPLICATION_CREDENTIALS"] == "/secrets/gcs/key.json"
+        kube = json_format.MessageToDict(
+            platform.platforms["kubernetes"].deployment_spec.executors[label]
+        )
+        assert kube["secretAsVolume"] == [{"secretName": "gcs-key", "mountPath": "/secrets/gcs"}]
+        if name.startswith("Trainer"):  # Trainer and its fold copies
+            assert resources["cpuRequest"] == 4.0 and resources["memoryLimit"] == 32.0
+            assert kube["nodeSelector"] == {"labels": {"cloud.google.com/gke-nodepool": "gpu"}}
+            assert kube["tolerations"] == [
+                {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+            ]
+            # What kfp-kubernetes' own API types accept (tolerations aside: see kubernetes_config).
+            del kube["tolerations"]
+            json_format.ParseDict(kube, k8s.KubernetesExecutorConfig())
+            assert kube["secretAsEnv"] == [
+                {"secretName": "hf", "keyToEnv": [{"secretKey": "token", "envVar": "HF_TOKEN"}]}
+            ]
+        else:
+            assert "nodeSelector" not in kube
+    # Pipeline parameters: the config's values as defaults, given to the tasks that read them.
+    parameters = json_format.MessageToDict(spec.root.input_definitions)["parameters"]
+    assert parameters == {
+        "train_steps": {
+            "parameterType": "NUMBER_INTEGER",
+            "defaultValue": 120.0,
+            "isOptional": True,
+        },
+        "learning_rate": {
+            "parameterType": "NUMBER_DOUBLE",
+            "defaultValue": config.trainer.learning_rate,
+            "isOptional": True,
+        },
+        "push_destination": {
+            "parameterType": "STRING",
+            "defaultValue": "gs://bucket/rankpipe/serving",
+            "isOptional": True,
+        },
+    }
+    prefix = kfp_entrypoint.PARAMETER_PREFIX
+    for name, task in spec.root.dag.tasks.items():
+        given = {
+            k[len(prefix) :]: p.component_input_parameter
+            for k, p in task.inputs.parameters.items()
+            if k.startswith(prefix)
+        }
+        expected = {
+            "Trainer": {"train_steps": "train_steps", "learning_rate": "learning_rate"},
+            "RankingEvaluator": {"push_destination": "push_destination"},
+            "Pusher": {"push_destination": "push_destination"},
+        }.get(name.split("_fold")[0], {})
+        assert given == expected, name
+    # The local KFP backend's checks: executors it can run, a DAG, the run's parameters.
+    loaded = local_spec.load_spec(out)
+    local_spec.check_executors(loaded)
+    assert len(local_spec.task_order(loaded.root.dag)) == len(spec.root.dag.tasks)
+    resolved = local_spec.root_parameters(loaded, {"train_steps": 500})
+    assert resolved["train_steps"].number_value == 500
+    assert resolved["learning_rate"].number_value == config.trainer.learning_rate
+
+
+def test_the_default_image_is_tagged_with_the_source() -> None:
+    from pipelines import image_tag
+
+    overrides = [o for o in cluster_overrides("demo") if not o.startswith("runner.image=")]
+    config = load_config("demo", overrides, check_inputs=False)
+    assert config.runner.image == "rankpipe"
+    spec = kubeflow_runner.build_pipeline_job(config)["pipelineSpec"]
+    images = {e["container"]["image"] for e in spec["deploymentSpec"]["executors"].values()}
+    assert images == {f"rankpipe:{image_tag.source_tag()}"}
+
+
+@pytest.mark.parametrize(
+    ("settings", "fmt", "message"),
+    [
+        (
+            ["runner.kubeflow.defaults.memory_request=3G"],
+            "yaml",
+            r"runner\.kubeflow\.components\.Trainer over runner\.kubeflow\.defaults: "
+            r"memory_request: '3G' is more than memory_limit '2G'",
+        ),
+        (
+            ["runner.kubeflow.components.Trainer.node_selector={pool: gpu}"],
+            "vertex",
+            r"runner\.kubeflow\.components\.Trainer\.node_selector .*Vertex AI",
+        ),
+    ],
+)
+def test_resource_and_placement_errors_name_the_key(
+    settings: list[str], fmt: str, message: str
+) -> None:
+    overrides = cluster_overrides("demo") + settings
+    if "memory_request" in settings[0]:
+        overrides.append("runner.kubeflow.components.Trainer.memory_limit=2G")
+    config = load_config("demo", overrides, check_inputs=False)
+    with pytest.raises(ConfigError, match=message):
+        kubeflow_runner.build_pipeline_job(config, fmt)
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        (
+            "runner.kubeflow.components.Trainer.cpu_request='4'",
+            r"Trainer\.cpu_request: '4' is more",
+        ),
+        ("runner.kubeflow.defaults.retry_backoff=soon", r"defaults\.retry_backoff: 'soon'"),
+        ("runner.kubeflow.defaults.retries=-1", r"defaults\.retries: must be >= 0"),
+        ("runner.kubeflow.defaults.secret_env={TOKEN: hf}", r"secret_env\.TOKEN: 'hf'"),
+        (
+            "runner.kubeflow.defaults.tolerations=[{key: a, operator: Maybe}]",
+            r"tolerations\[0\]\.operator: 'Maybe'",
+        ),
+        ("runner.kubeflow.defaults.display_name=x", r"defaults\.display_name"),
+    ],
+)
+def test_kubeflow_settings_are_checked_naming_the_key(setting: str, message: str) -> None:
+    overrides = [*cluster_overrides("demo"), "runner.kubeflow.components.Trainer.cpu_limit='2'"]
+    with pytest.raises(ConfigError, match=message):
+        load_config("demo", [*overrides, setting], check_inputs=False)
 
 
 @pytest.mark.parametrize("config_name", SHIPPED)
@@ -238,6 +438,12 @@ def test_vertex_pipeline_job_loads_in_the_aiplatform_sdk(tmp_path: Path) -> None
     resource = job._gca_resource
     assert resource.runtime_config.gcs_output_directory == "gs://bucket/rankpipe/root"
     assert resource.pipeline_spec["schemaVersion"] == "2.1.0"
+    # The pipeline parameters' defaults travel in runtimeConfig too (what `tfx run create`
+    # and parameter_values override).
+    assert resource.runtime_config.parameter_values["train_steps"] == 300
+    assert resource.runtime_config.parameter_values["push_destination"] == (
+        "gs://bucket/rankpipe/serving"
+    )
 
 
 def test_a_local_collection_path_is_a_config_error_naming_the_key(

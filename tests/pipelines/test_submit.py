@@ -86,6 +86,25 @@ def test_namespace_goes_to_the_experiment() -> None:
     assert api.runs()[0]["runtime_config"]["pipeline_root"] == ROOT
 
 
+def test_pipeline_parameters_and_service_account_go_with_the_run(
+    capsys: pytest.CaptureFixture,
+) -> None:
+    with FakeKfpApi() as api:
+        extra = ["--param", "train_steps=500", "--param", "push_destination=gs://b/serving"]
+        assert cli.main(_argv(api.host, *extra, "--service-account", "rankpipe-gcs")) == 0
+        for bad in ("steps=5", "train_steps=many", "learning_rate=fast"):
+            assert cli.main(_argv(api.host, "--param", bad)) == 2
+            assert "--param" in capsys.readouterr().err
+    [run] = api.runs()  # the refused ones sent nothing
+    assert run["runtime_config"]["parameters"] == {
+        "train_steps": 500,
+        "push_destination": "gs://b/serving",
+    }
+    assert run["service_account"] == "rankpipe-gcs"
+    declared = run["pipeline_spec"]["root"]["inputDefinitions"]["parameters"]
+    assert set(run["runtime_config"]["parameters"]) <= set(declared)
+
+
 def test_a_root_the_cluster_cannot_write_is_a_config_error(
     capsys: pytest.CaptureFixture, tmp_path: Path
 ) -> None:

@@ -71,3 +71,45 @@ def test_tfx_cli_creates_and_runs_the_local_pipeline(tmp_path: Path) -> None:
     assert (root / "metadata.sqlite").exists()
     evaluations = list((root / "RankingEvaluator" / "evaluation").glob("*/metrics.json"))
     assert len(evaluations) == 1
+
+
+def test_tfx_cli_vertex_writes_the_spec_rankpipe_compile_writes(tmp_path: Path) -> None:
+    """`tfx pipeline create|update --engine vertex` runs pipelines/kubeflow_runner.py, which
+    writes the Vertex AI PipelineJob where the CLI keeps it ($VERTEX_HOME/<name>/pipeline.json,
+    what `tfx run create --engine vertex` submits): byte for byte `rankpipe compile --format
+    vertex`'s file for the same config and settings."""
+    from test_kubeflow_runner import cluster_overrides
+
+    settings = cluster_overrides("demo")
+    home = tmp_path / "vertex-home"
+    env = dict(
+        os.environ,
+        # The CLI looks for kfp with `pip freeze` (tfx/tools/cli/handler/handler_factory.py).
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        VERTEX_HOME=str(home),
+        RANKPIPE_CONFIG="demo",
+        RANKPIPE_SET=" ".join(settings),
+    )
+    written = home / "rankpipe-demo" / "pipeline.json"
+    for command in ("create", "update"):
+        proc = subprocess.run(
+            [TFX, "pipeline", command, "--engine", "vertex"]
+            + ["--pipeline_path", "pipelines/kubeflow_runner.py"],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+        done = "created" if command == "create" else "updated"
+        assert f'Pipeline "rankpipe-demo" {done} successfully.' in proc.stdout
+        assert written.is_file()
+    compiled = tmp_path / "compiled.json"
+    argv = [sys.executable, "-m", "pipelines.cli", "compile", "demo", "--format", "vertex"]
+    argv += ["--output", str(compiled)]
+    for setting in settings:
+        argv += ["--set", setting]
+    proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert written.read_bytes() == compiled.read_bytes()

@@ -125,3 +125,25 @@ def test_list_batches_cut_query_padding_to_the_batch(static):
         np.testing.assert_array_equal(got, np.stack(rows)[:, :want])
         np.testing.assert_array_equal(np.stack(rows)[:, want:], 0)  # only padding was cut
     assert widths == {6} if static else len(widths) > 1
+
+
+def test_multi_worker_pipelines_split_the_one_worker_stream_by_batch(examples_dir):
+    """Worker i of n keeps batches i, i + n, ... of the stream one worker reads: together the
+    workers train on exactly the global batches of one worker (docs/trainer.md)."""
+    import tensorflow as tf
+
+    cfg = trainer_testdata.small_config()
+    files = trainer_testdata.split_pattern(examples_dir, "train")
+    one = list(inputs.make_train_dataset(files, cfg, 8, 16, 2, 4).take(6))
+    workers = [
+        list(
+            inputs.make_train_dataset(
+                files, cfg, 8, 16, 2, 4, tf.distribute.InputContext(2, i, 2)
+            ).take(3)
+        )
+        for i in range(2)
+    ]
+    for k in range(3):
+        for i in range(2):
+            np.testing.assert_array_equal(workers[i][k]["docs"], one[2 * k + i]["docs"])
+            np.testing.assert_array_equal(workers[i][k]["query"], one[2 * k + i]["query"])
