@@ -1,6 +1,6 @@
 # The two commands of the README. Both set everything up first (scripts/setup.sh is a no-op
 # when .venv already matches requirements.lock).
-.PHONY: setup setup-system demo test lint lock lock-gpu image image-gpu image-test bench bench-metrics bench-evaluator bench-datagen bench-trainer bench-kfp bench-replicas bench-quality bench-speed bench-overhead pretrained mutations
+.PHONY: setup setup-system demo test lint lock lock-gpu image image-gpu image-test bench bench-metrics bench-evaluator bench-datagen bench-trainer bench-kfp bench-kfp-spec bench-replicas bench-quality bench-speed bench-overhead pretrained mutations
 
 setup:
 	@./scripts/setup.sh
@@ -105,6 +105,11 @@ mutations: setup
 # The demo pipeline through the local KFP v2 backend vs LocalDagRunner (docs/kubeflow.md).
 bench-kfp: setup
 	.venv/bin/python tests/benchmarks/bench_kfp.py
+
+# A shipped config's compiled spec (default cranfield-knrm) run whole on the local KFP backend,
+# a fold Trainer's first pod killed so that its retryPolicy runs (tests/benchmarks/bench_kfp_spec.py).
+bench-kfp-spec: setup
+	.venv/bin/python tests/benchmarks/bench_kfp_spec.py $(CONFIG)
 
 # The Cranfield-KNRM Trainer as one worker and as a 2-replica TFJob (local stand-in for the
 # Training Operator): both dev metrics and their difference (docs/kubeflow.md).

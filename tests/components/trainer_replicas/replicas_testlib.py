@@ -18,6 +18,9 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
+sys.path.insert(0, str(HERE.parent / "ranking_datagen"))  # datagen_testlib
+from datagen_testlib import make_output_dict  # noqa: E402
+
 # One thread pool each: replicas share the CI machine's cores.
 THREADS = {"TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1"}
 
@@ -42,25 +45,9 @@ def demo_config(outputs: Path, overrides: list[str]) -> Any:
 def run_datagen(config: Any, root: Path) -> dict[str, str]:
     """RankingDataGen's executor on the config's collection (in-memory Beam): artifact URIs
     by output key, plus the examples' split names under "split_names"."""
-    from tfx.types import standard_artifacts
-
-    from components import artifacts
     from components.ranking_datagen.executor import Executor
 
-    types = {
-        "examples": standard_artifacts.Examples,
-        "transform_graph": standard_artifacts.TransformGraph,
-        "vocabulary": artifacts.Vocabulary,
-        "qrels": artifacts.Qrels,
-        "first_stage_run": artifacts.TrecRun,
-        "summary": artifacts.DatagenSummary,
-    }
-    outputs = {}
-    for key, cls in types.items():
-        artifact = cls()
-        artifact.uri = str(root / key)
-        os.makedirs(artifact.uri, exist_ok=True)
-        outputs[key] = [artifact]
+    outputs = make_output_dict(root)
     context = Executor.Context(
         beam_pipeline_args=["--direct_running_mode=in_memory", "--direct_num_workers=1"],
         tmp_dir=str(root / "tmp"),
