@@ -2,9 +2,10 @@
 
 `load_config(path, overrides)` reads a YAML file, applies `--set key=value` overrides, checks
 every key and type, expands `${VAR}` in paths, and checks that input files exist, all before any
-component runs. Every field is documented in docs/config-reference.md (from the fields' comments).
+component runs (the checks across sections and of the input files: pipelines/config_checks.py).
+Every field is documented in docs/config-reference.md (from the fields' comments).
 
-Each section's dataclass lives beside its owner (issue 19): collection and datagen in
+Each section's dataclass lives beside its owner: collection and datagen in
 components/ranking_datagen/config.py, evaluator and pusher in their component packages, trainer
 in trainer_module/config.py. This module keeps the runner (Beam, Kubeflow) config and composes
 the others into PipelineConfig.
@@ -14,16 +15,11 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import glob
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from components.ranking_datagen.config import (
-    CollectionConfig,
-    DatagenConfig,
-    cross_validation_folds,
-)
+from components.ranking_datagen.config import CollectionConfig, DatagenConfig
 from components.ranking_evaluator.config import EvaluatorConfig
 from components.ranking_pusher.config import PusherConfig
 from components.trainer_replicas.config import TrainerReplicasConfig
@@ -337,25 +333,6 @@ class PipelineConfig:
     source: str = field(default="<memory>", repr=False, compare=False)
 
 
-_PATH_KEYS = {
-    "collection": ("documents", "queries", "qrels", "first_stage_run"),
-    "datagen.vocab": ("vocab_file",),
-    "datagen.hybrid": ("checkpoint_dir",),
-    "datagen.split": (
-        "train_qids",
-        "dev_qids",
-        "test_qids",
-        "train_qrels",
-        "dev_qrels",
-        "test_qrels",
-    ),
-    "trainer.bert": ("checkpoint_dir",),
-    "trainer.dual_encoder": ("checkpoint_dir", "companion_checkpoint_dir"),
-    "pusher": ("destination",),
-    "runner": ("pipeline_root",),
-}
-
-
 def resolve_config_path(name: str) -> Path:
     """Accepts a path or a bare name of a file in pipelines/configs/ (`demo`, `cranfield.yaml`)."""
     path = Path(name)
@@ -401,292 +378,26 @@ def load_config(
     if problems:
         raise ConfigError(problems)
     config.source = source
-    checks: list = [check_cross_validation, check_training_lists, _expand_paths]
+    # Imported here: pipelines/config_checks.py imports this module's path constants.
+    from pipelines import config_checks
+
+    checks: list = [
+        config_checks.check_cross_validation,
+        config_checks.check_training_lists,
+        config_checks.expand_paths,
+    ]
     if check_inputs:
-        checks += [check_input_paths, check_worker_paths]
+        checks += [config_checks.check_input_paths, config_checks.check_worker_paths]
     for check in checks:
         try:
             check(config)
         except ConfigError as e:
             problems.extend(e.problems)
-            if check is _expand_paths:
+            if check is config_checks.expand_paths:
                 break  # the paths checked next would be the unexpanded ones
     if problems:
         raise ConfigError(problems)
     if check_inputs:
-        check_input_contents(config)
-        check_positive_threshold(config)
+        config_checks.check_input_contents(config)
+        config_checks.check_positive_threshold(config)
     return config
-
-
-def check_cross_validation(config: PipelineConfig) -> None:
-    """With `evaluator.cross_validation.folds` k, the folds are datagen.split's kfold hash with
-    k folds: another split method or fold count is a contradiction, refused naming both keys
-    (by RankingDataGen's own check, which its executor applies again)."""
-    try:
-        cross_validation_folds(config.evaluator.cross_validation.folds, config.datagen.split)
-    except ValueError as e:
-        raise ConfigError(f"{config.source}: {e}") from None
-
-
-def check_training_lists(config: PipelineConfig) -> None:
-    """A Trainer with frozen document vectors learns from each train query's whole candidate
-    list, which RankingDataGen writes only with `datagen.sampling.mode: lists`; every other
-    Trainer learns from sampled groups. A mismatch is refused, naming both keys, before any
-    component runs (the Trainer would stop on the train split's group size only after
-    RankingDataGen)."""
-    trainer, mode = config.trainer, config.datagen.sampling.mode
-    if not trainer.train_steps:
-        return  # zero-shot: the train split is not read
-    frozen = trainer.model == "dual_encoder" and trainer.dual_encoder.frozen_documents
-    if frozen and mode != "lists":
-        raise ConfigError(
-            f"{config.source}: trainer.dual_encoder.frozen_documents trains on each train "
-            f"query's whole candidate list: set datagen.sampling.mode to lists (it is {mode})"
-        )
-    if mode == "lists" and not frozen:
-        raise ConfigError(
-            f"{config.source}: datagen.sampling.mode: lists writes whole candidate lists, which "
-            "only trainer.dual_encoder.frozen_documents trains on: set it true, or use a "
-            "sampling mode (pairwise, listwise, pointwise)"
-        )
-
-
-def _expand_paths(config: PipelineConfig) -> None:
-    """${VAR} expanded and relative paths made absolute, every unset variable named."""
-    source = config.source
-    defaults = dict(PATH_DEFAULTS, RANKPIPE_PIPELINE_NAME=config.runner.pipeline_name)
-    problems = []
-    for section, keys in _PATH_KEYS.items():
-        obj = config
-        for part in section.split("."):
-            obj = getattr(obj, part)
-        for key in keys:
-            value = getattr(obj, key)
-            if not value:
-                continue
-            try:
-                expanded = config_loader.expand_env(value, defaults)
-            except KeyError as e:
-                problems.append(
-                    f"{source}: {section}.{key}: environment variable {e.args[0]} is not set"
-                )
-                continue
-            if "://" not in expanded and not os.path.isabs(expanded):
-                expanded = str((REPO_ROOT / expanded).resolve())
-            setattr(obj, key, expanded)
-    if problems:
-        raise ConfigError(problems)
-
-
-def check_input_paths(config: PipelineConfig) -> None:
-    """Fails, naming each key, when input files are missing (demo files are made on demand);
-    a missing checkpoint names the key in use (trainer.<model>.checkpoint_dir, ...)."""
-    if config.collection.demo.enabled:
-        check_demo_paths(config)
-        return
-    checks = [
-        ("collection.documents", config.collection.documents),
-        ("collection.queries", config.collection.queries),
-        ("collection.qrels", config.collection.qrels),
-        ("collection.first_stage_run", config.collection.first_stage_run),
-        ("datagen.vocab.vocab_file", config.datagen.vocab.vocab_file),
-        ("datagen.split.train_qids", config.datagen.split.train_qids),
-        ("datagen.split.dev_qids", config.datagen.split.dev_qids),
-        ("datagen.split.test_qids", config.datagen.split.test_qids),
-        ("datagen.split.train_qrels", config.datagen.split.train_qrels),
-        ("datagen.split.dev_qrels", config.datagen.split.dev_qrels),
-        ("datagen.split.test_qrels", config.datagen.split.test_qrels),
-    ]
-    model = config.trainer.model
-    if model in ("bert", "dual_encoder"):
-        ckpt = getattr(config.trainer, model).checkpoint_dir
-        key = f"trainer.{model}.checkpoint_dir"
-        checks.append((key, ckpt and os.path.join(ckpt, "model.safetensors")))
-    companion = config.trainer.dual_encoder.companion_checkpoint_dir
-    if model == "dual_encoder" and companion:
-        checks.append(
-            (
-                "trainer.dual_encoder.companion_checkpoint_dir",
-                os.path.join(companion, "model.safetensors"),
-            )
-        )
-    hybrid = config.datagen.hybrid.checkpoint_dir
-    checks.append(
-        ("datagen.hybrid.checkpoint_dir", hybrid and os.path.join(hybrid, "model.safetensors"))
-    )
-    problems = []
-    for key, value in checks:
-        pretrained = (MISSING_PRETRAINED, MISSING_PRETRAINED_MPNET)
-        missing = next((m for m in pretrained if value and value.startswith(m)), None)
-        if missing:
-            problems.append(
-                f"{config.source}: {key}: the pretrained {os.path.basename(missing)} "
-                "checkpoint is not installed; run `make pretrained` (or point the key at a "
-                "checkpoint directory)"
-            )
-        elif value and "://" not in value and not glob.glob(value):
-            problems.append(f"{config.source}: {key}: no such file: {value}")
-    if problems:
-        raise ConfigError(problems)
-
-
-def check_demo_paths(config: PipelineConfig) -> None:
-    """With `collection.demo.enabled`, the generated collection goes under the outputs
-    directory (or the pipeline root), never into a directory the user named: a mistyped path
-    to the user's own collection once made the demo overwrite their corpus. Checked before
-    anything is written; the generator itself also refuses a directory it does not own."""
-    from pipelines import demo_data
-
-    coll = config.collection
-    directory = os.path.dirname(coll.documents)
-    fix = "to read your own collection set collection.demo.enabled: false (or: rankpipe init)"
-    if "://" in coll.documents:
-        raise ConfigError(
-            f"{config.source}: collection.documents: {coll.documents}: the demo collection is "
-            f"generated on this machine's disk, under the outputs directory; {fix}"
-        )
-    wrong = demo_data.misplaced(coll.documents, coll.queries, coll.qrels)
-    if wrong:
-        raise ConfigError(
-            f"{config.source}: {wrong}: collection.demo.enabled generates corpus.jsonl, "
-            f"queries.jsonl and qrels.txt in one directory; {fix}"
-        )
-    outputs = config_loader.expand_env("${RANKPIPE_OUTPUTS}", PATH_DEFAULTS)
-    owned = [os.path.realpath(outputs), os.path.realpath(config.runner.pipeline_root)]
-    real = os.path.realpath(directory)
-    if not any(real == o or real.startswith(o + os.sep) for o in owned):
-        raise ConfigError(
-            f"{config.source}: collection.documents: {coll.documents}: "
-            "collection.demo.enabled generates the demo collection, which goes under the "
-            f"outputs directory ({outputs}), not into {directory}; {fix}"
-        )
-
-
-def check_worker_paths(config: PipelineConfig) -> None:
-    """With a Beam runner whose workers may run elsewhere (Dataflow, a Flink or Spark job
-    server, an EXTERNAL worker pool), fails, naming the key, on a location those workers open
-    that is a path of this machine they do not reach (neither an object-store URI nor under a
-    --rankpipe_shared_mount): the pipeline root (StatisticsGen's and the RankingEvaluator's
-    artifacts), the documents, the push destination (the evaluator's baseline). Before any
-    component runs; the executors check again (components/worker_dirs.py, docs/datagen.md
-    "Distributed runners")."""
-    args = config.runner.beam.extra_args
-    if not any(arg == "--runner" or arg.startswith("--runner=") for arg in args):
-        return  # the DirectRunner; and no Beam import for the common case
-    from components import worker_dirs
-
-    if worker_dirs.workers_see_local_disk(args):
-        return
-    for key, value in (
-        ("runner.pipeline_root", config.runner.pipeline_root),
-        ("collection.documents", config.collection.documents),
-        ("pusher.destination", config.pusher.destination),
-    ):
-        if value and not worker_dirs.reachable_by_workers(value, args):
-            raise ConfigError(
-                f"{config.source}: {key}: {value!r} is a path on this machine, and the workers "
-                f"of the Beam runner {worker_dirs.describe_runner(args)} (runner.beam.extra_args) "
-                f"may run elsewhere; use a gs:// URI, or a path under a directory every worker "
-                f"mounts at the same path ({worker_dirs.SHARED_MOUNT_FLAG}=DIR in "
-                "runner.beam.extra_args; docs/datagen.md, 'Distributed runners')"
-            )
-
-
-def check_positive_threshold(config: PipelineConfig) -> None:
-    """Fails, naming the key, the grades found and a value that works, when
-    `datagen.sampling.positive_threshold` leaves the train split without a positive: a config
-    mismatch (e.g. the shipped threshold 2 on a 0/1-judged collection), found here from the
-    qrels and the split settings before any component runs, rather than by RankingDataGen
-    after its collection pass. Local files only: RankingDataGen checks object-store inputs
-    itself, with the same function."""
-    coll, cfg = config.collection, config.datagen
-    if coll.demo.enabled or not coll.qrels or "://" in coll.qrels:
-        return
-    # Lazy: the readers import Beam, which `rankpipe config` and the compilers do not need.
-    from components.ranking_datagen import collection as collection_io
-    from components.ranking_datagen import readers, sampling, splits
-
-    # Read under datagen.on_bad_record, as RankingDataGen reads them: under fail its file:line
-    # error comes first (a file in another format is refused under skip too), not the
-    # threshold's "grades found: none" after every line was skipped.
-    report = collection_io.BadRecordReport(cfg.on_bad_record)
-    try:
-        qrels = collection_io.read_qrels(coll.qrels, coll.qrels_format, report).qrels
-    except (readers.BadRecordError, readers.EmptyInputError) as e:
-        raise ConfigError(_reader_problem(e, "collection.qrels")) from None
-    split_cfg = cfg.split
-    if config.evaluator.cross_validation.folds:
-        split_of = dict.fromkeys(qrels, "train")  # every query trains in some fold branch
-    elif split_cfg.method == "explicit":
-        if "://" in (split_cfg.train_qids or "://"):
-            return
-        split_of = {qid: "train" for _, qid in splits.read_qid_list(split_cfg.train_qids)}
-    elif split_cfg.method == "qrels_files":
-        if any("://" in (p or "") for p in (split_cfg.train_qrels, split_cfg.dev_qrels)):
-            return
-        try:
-            split_of = splits.qrels_file_split_of(split_cfg, coll.qrels_format).assignment
-        except readers.BadRecordError as e:  # a split file in another format
-            raise ConfigError(_reader_problem(e, "datagen.split")) from None
-    else:
-        split_of = splits.kfold_assignment(
-            qrels, split_cfg.num_folds, split_cfg.dev_fold, split_cfg.test_fold, split_cfg.seed
-        )
-    try:
-        sampling.resolve_positive_threshold(
-            cfg.sampling.positive_threshold, sampling.train_grades(split_of, qrels)
-        )
-    except sampling.ThresholdError as e:
-        skipped = report.count()
-        note = (
-            f"; {skipped} bad qrels records skipped (datagen.on_bad_record: skip), the first: "
-            f"{report.first_example('qrels')}"
-            if skipped
-            else ""
-        )
-        raise ConfigError(
-            f"{config.source}: datagen.sampling.positive_threshold: {e} (qrels: {coll.qrels}{note})"
-        ) from None
-
-
-def _reader_problem(error: Exception, key: str) -> str:
-    """A reader's error as a config problem line: its `<file>:<line>: <problem>` first, then the
-    key, unless the problem names its collection key already (a format to set)."""
-    text = str(error)
-    return text if "collection." in text else f"{text} ({key})"
-
-
-def check_input_contents(config: PipelineConfig) -> None:
-    """Fails, naming the file (and line) and the key, when a local collection file is empty, is
-    in another format than its key says ("looks like BEIR corpus (JSON lines), not msmarco_tsv
-    (...): set collection.documents_format: beir_corpus"), or, under `datagen.on_bad_record:
-    fail`, has a bad first record: each read only as far as its first record
-    (collection.check_first_record), before any component runs, not by RankingDataGen after
-    the pipeline started. Local files only: RankingDataGen reports object-store ones."""
-    coll = config.collection
-    if coll.demo.enabled:
-        return
-    # Lazy: the readers import Beam, which `rankpipe config` and the compilers do not need.
-    from components.ranking_datagen import collection as collection_io
-    from components.ranking_datagen import readers
-
-    inputs = [
-        (readers.DOCUMENTS, "collection.documents", coll.documents, coll.documents_format),
-        (readers.QUERIES, "collection.queries", coll.queries, coll.queries_format),
-        (readers.QRELS, "collection.qrels", coll.qrels, coll.qrels_format),
-        (readers.RUN, "collection.first_stage_run", coll.first_stage_run, "trec_run"),
-    ]
-    problems = []
-    for kind, key, pattern, fmt in inputs:
-        if not pattern or "://" in pattern:
-            continue
-        options = {"allow_empty_text": coll.allow_empty_documents} if kind == "documents" else {}
-        try:
-            collection_io.check_first_record(
-                pattern, kind, fmt, config.datagen.on_bad_record, **options
-            )
-        except (readers.BadRecordError, readers.EmptyInputError) as e:
-            problems.append(_reader_problem(e, key))
-    if problems:
-        raise ConfigError(problems)

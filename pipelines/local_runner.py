@@ -51,7 +51,7 @@ def prepare_collection(config: PipelineConfig) -> None:
     were generated with other settings (pipelines/demo_data.py is_current).
 
     Only into a directory the demo owns (pipelines/demo_data.py check_writable): the config's
-    own check (pipelines/config.py check_demo_paths) already keeps it under the outputs
+    own check (pipelines/config_checks.py check_demo_paths) already keeps it under the outputs
     directory; this one holds for a config built in memory too."""
     coll = config.collection
     demo = coll.demo

@@ -7,6 +7,11 @@ rather than one run per mistake. Written by hand (rather than with pydantic) bec
 TFX stack pins an older pydantic major for some of its dependencies and because the rules here are
 small: dataclasses of scalars, lists, optionals and nested dataclasses.
 
+A key that moved keeps failing, but with its new place: a dataclass may declare
+`MOVED_KEYS: ClassVar[dict[str, str]] = {old key: new dotted key}` (both relative to that
+section), and the loader (`build` for files, `check_key` for `--set`) reports
+`trainer.feedback_docs is now trainer.ranking.feedback.docs` instead of an unknown key.
+
 In rankcore because each config lives beside its owner (pipelines/config.py, trainer_module/
 config.py, the components' config.py) and every one is built with this same loader.
 """
@@ -114,11 +119,17 @@ def apply_override(data: dict, key: str, value: Any) -> None:
     node[parts[-1]] = value
 
 
+def moved_to(cls: type, key: str) -> str | None:
+    """Where `key` of dataclass `cls` moved (its `MOVED_KEYS`, relative to `cls`), or None."""
+    return getattr(cls, "MOVED_KEYS", {}).get(key)
+
+
 def check_key(cls: type, key: str) -> None:
     """Raises ConfigError `--set KEY: no such key (did you mean ...?)` when the dotted `key`
-    names no field of dataclass `cls` (a `dict` field takes any name at its level). Checked
-    before the override is applied, so that a typo in `--set` is reported against the --set:
-    the config file does not hold it."""
+    names no field of dataclass `cls` (a `dict` field takes any name at its level), or
+    `--set KEY: KEY is now NEW` for a key that moved. Checked before the override is applied,
+    so that a typo in `--set` is reported against the --set: the config file does not hold
+    it."""
     tp: Any = cls
     parts = key.split(".")
     for i, part in enumerate(parts):
@@ -128,7 +139,10 @@ def check_key(cls: type, key: str) -> None:
             names = [f.name for f in dataclasses.fields(tp)]
             if part not in names:
                 rest = "".join(f".{p}" for p in parts[i + 1 :])
-                close = [(f"{done}." if done else "") + c + rest for c in suggest(part, names)]
+                at = f"{done}." if done else ""
+                if moved_to(tp, part):
+                    raise ConfigError(f"--set {key}: {at}{part} is now {at}{moved_to(tp, part)}")
+                close = [at + c + rest for c in suggest(part, names)]
                 hint = f" (did you mean {' or '.join(close[:3])}?)" if close else ""
                 raise ConfigError(f"--set {key}: no such key{hint}")
             tp = typing.get_type_hints(tp)[part]
@@ -175,9 +189,10 @@ class _Origin:
 
     def section(self, prefix: str, where: str, message: str) -> str:
         """The start of a section's own check (`__post_init__`): the --set of a key of that
-        section the message names, else the file."""
+        section (or of a section inside it, `fusion.mode` under `trainer.ranking.`) the message
+        names, else the file."""
         for set_key in self.overrides:
-            if set_key.startswith(prefix) and "." not in set_key[len(prefix) :]:
+            if set_key.startswith(prefix):
                 if re.search(rf"\b{re.escape(set_key[len(prefix) :])}\b", message):
                     return f"--set {set_key}: {where}"
         return f"{self.source}: {where}"
@@ -209,6 +224,10 @@ def _build(cls: type[T], data: Any, origin: _Origin, prefix: str) -> T:
     problems: list[str] = []
     failed = False
     for key, value in data.items():
+        if key not in fields and moved_to(cls, str(key)):
+            new = prefix + moved_to(cls, str(key))
+            problems.append(f"{origin.of(prefix + str(key))}: {prefix}{key} is now {new}")
+            continue
         if key not in fields:
             close = suggest(str(key), fields)
             hint = f" (did you mean {prefix + close[0]!r}?)" if close else ""

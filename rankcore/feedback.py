@@ -27,9 +27,11 @@ the Trainer tunes the setting on the dev queries together with the fusion alpha
 (trainer_module/run_fn.py), the RankingEvaluator rescores each query's candidates here from the
 vectors its scoring pass kept (components/ranking_evaluator/executor.py), and the SavedModel's
 `rank_candidates` signature computes the same in-graph (trainer_module/export.py). The pair
-signatures (serving_default, score_examples) stay the model without feedback.
+signatures (serving_default, score_examples) stay the model without feedback. All three run
+rankcore/ranking.py's `rank_list`, written once (numpy here, TensorFlow in the graph); this
+module holds the settings and the run-level API around it.
 
-Written by hand: a few lines of numpy, and no library we use (TF-Ranking, pytrec_eval,
+Written by hand: a few lines of array code, and no library we use (TF-Ranking, pytrec_eval,
 ir_measures) has dense feedback. In rankcore because the Trainer and the RankingEvaluator both
 use it, and those two never import each other.
 """
@@ -38,13 +40,32 @@ from __future__ import annotations
 
 import numpy as np
 
-from rankcore import fusion
+# The settings' predicates and one list's scores, shared with the served graph.
+from rankcore.ranking import OFF, from_fused, is_on, moves_documents, moves_query, rank_list
+
+__all__ = [
+    "DOCS_GRID",
+    "NEIGHBOURS_GRID",
+    "OFF",
+    "SOURCES",
+    "WEIGHT_GRID",
+    "describe",
+    "first_stage_order",
+    "from_fused",
+    "grid",
+    "is_on",
+    "moves_documents",
+    "moves_query",
+    "rank_list",
+    "rescore",
+    "setting",
+]
 
 Run = dict[str, dict[str, float]]
 Vectors = dict[tuple[str, str], np.ndarray]  # ("q", qid) / ("d", docid) -> L2-normalised vector
 
-# The grid `trainer.feedback: tuned` searches (with the fusion alpha) on the dev queries. No
-# feedback comes first, so feedback is kept only where the dev queries say it helps.
+# The grid `trainer.ranking.feedback.mode: tuned` searches (with the fusion alpha) on the dev
+# queries. No feedback comes first, so feedback is kept only where the dev queries say it helps.
 DOCS_GRID = (3, 5, 10)
 WEIGHT_GRID = (0.5, 1.0, 2.0)
 NEIGHBOURS_GRID = ((0, 0.0), (5, 0.3), (5, 0.6))  # (neighbours, neighbour_weight)
@@ -52,7 +73,6 @@ NEIGHBOURS_GRID = ((0, 0.0), (5, 0.3), (5, 0.6))  # (neighbours, neighbour_weigh
 # of a first pass fused at the model's alpha. A setting without "from" (older models) is
 # first_stage.
 SOURCES = ("first_stage", "fused")
-OFF = {"docs": 0, "weight": 0.0, "neighbours": 0, "neighbour_weight": 0.0}
 
 
 def setting(
@@ -84,27 +104,6 @@ def grid(source: str = "first_stage") -> list[dict]:
     ]
 
 
-def moves_query(settings: dict) -> bool:
-    """Whether the query moves (docs and weight above 0)."""
-    return settings.get("docs", 0) > 0 and settings.get("weight", 0) > 0
-
-
-def moves_documents(settings: dict) -> bool:
-    """Whether the candidates move towards their neighbours."""
-    return settings.get("neighbours", 0) > 0 and settings.get("neighbour_weight", 0) > 0
-
-
-def from_fused(settings: dict | None) -> bool:
-    """Whether the query's feedback documents are the top of the fused first pass (so the
-    scores depend on the fusion alpha)."""
-    return bool(settings) and moves_query(settings) and settings.get("from") == "fused"
-
-
-def is_on(settings: dict | None) -> bool:
-    """Whether a fusion dict's feedback settings (None: none) change the scores."""
-    return bool(settings) and (moves_query(settings) or moves_documents(settings))
-
-
 def describe(settings: dict | None) -> str:
     """A setting in words, for reports and model cards."""
     if not is_on(settings):
@@ -128,46 +127,6 @@ def first_stage_order(first_stage: dict[str, float], docs) -> list[str]:
         (d for d in docs if d in first_stage), key=lambda d: (first_stage[d], d), reverse=True
     )
     return scored + sorted(d for d in docs if d not in first_stage)
-
-
-def _normalise_rows(x: np.ndarray) -> np.ndarray:
-    norms = np.linalg.norm(x, axis=-1, keepdims=True)
-    return np.where(norms > 0, x / np.where(norms > 0, norms, 1.0), x)
-
-
-def rank_list(
-    query: np.ndarray,
-    docs: np.ndarray,
-    first_stage: np.ndarray,
-    settings: dict | None,
-    alpha: float | None = None,
-) -> np.ndarray:
-    """One list's scores (float64): `docs` [N, H] in first-stage order, the first
-    len(`first_stage`) of them with those first-stage scores (only those can be feedback
-    documents). `alpha`: the model's fusion alpha, needed when the feedback is `from: fused`."""
-    q = np.asarray(query, np.float64)
-    num_scored = len(first_stage)
-    d = np.asarray(docs, np.float64)
-    settings = settings or OFF
-    if moves_documents(settings) and len(d) > 1:
-        n = min(int(settings["neighbours"]), len(d) - 1)
-        sims = d @ d.T
-        np.fill_diagonal(sims, -np.inf)
-        # Most similar first; a stable sort keeps the earlier candidate first among equals.
-        nearest = np.argsort(-sims, axis=1, kind="stable")[:, :n]
-        d = _normalise_rows(d + settings["neighbour_weight"] * d[nearest].mean(axis=1))
-    k = min(int(settings.get("docs", 0)), num_scored)
-    if moves_query(settings) and k > 0:
-        top = np.arange(k)
-        if from_fused(settings):
-            if alpha is None:
-                raise ValueError(
-                    f"feedback from the fused first pass ({settings}) needs the fusion alpha"
-                )
-            first_pass = fusion.fuse(d[:num_scored] @ q, first_stage, alpha)
-            top = np.argsort(-first_pass, kind="stable")[:k]  # ties: first-stage order
-        q = _normalise_rows(q + settings["weight"] * d[top].mean(axis=0))
-    return d @ q
 
 
 def rescore(

@@ -52,10 +52,6 @@ class Branch(NamedTuple):
     def dev_split(self) -> str:
         return split_name(self.dev, EVAL)
 
-    @property
-    def test_split(self) -> str | None:
-        return None if self.test is None else split_name(self.test, EVAL)
-
 
 def branch(fold: int, num_folds: int) -> Branch:
     """Fold branch `fold`: tests fold `fold`, validates on the next fold, trains on the rest."""

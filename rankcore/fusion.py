@@ -7,7 +7,8 @@ alpha = 0 the ranking is the first stage's, with alpha = 1 the reranker's (min-m
 
 The same arithmetic runs in three places that must agree: the Trainer tunes alpha here, the
 RankingEvaluator fuses with `fuse_run`, and the SavedModel's `rank_candidates` signature
-(trainer_module/export.py) fuses in-graph in float64.
+(trainer_module/export.py) fuses in-graph in float64. All three call rankcore/ranking.py's
+`fuse`, written once (numpy here, TensorFlow in the graph).
 
 Written by hand: the interpolation is three lines, and ir-measures/pytrec_eval have no fusion.
 In rankcore because both the Trainer (trainer_module) and the RankingEvaluator (components)
@@ -18,14 +19,22 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-# TensorFlow is imported where used: `rankpipe config show` reaches this module through the
-# config (trainer_module/config.py -> rankcore/feedback.py) and needs no TensorFlow (seconds).
-if TYPE_CHECKING:
-    import tensorflow as tf
+# One query's arrays: min-max normalisation and fusion, numpy by default (rankcore/ranking.py).
+from rankcore.ranking import fuse, minmax
+
+__all__ = [
+    "ALPHA_GRID",
+    "FUSION_FILE",
+    "fuse",
+    "fuse_run",
+    "fusion_alpha",
+    "minmax",
+    "read_fusion",
+    "tune_alpha",
+]
 
 Run = dict[str, dict[str, float]]
 Qrels = dict[str, dict[str, int]]
@@ -35,20 +44,6 @@ ALPHA_GRID = tuple(round(i * 0.05, 2) for i in range(21))
 # Written into the SavedModel (assets.extra/, which TF Serving ignores) for the evaluator and
 # the model card; the signature carries the same alpha as a constant.
 FUSION_FILE = "assets.extra/fusion.json"
-
-
-def minmax(scores: np.ndarray) -> np.ndarray:
-    """(x - min) / (max - min) in float64; all zeros when every score is equal."""
-    x = np.asarray(scores, dtype=np.float64)
-    if x.size == 0:
-        return x
-    lo, hi = x.min(), x.max()
-    return (x - lo) / (hi - lo) if hi > lo else np.zeros_like(x)
-
-
-def fuse(reranker: np.ndarray, first_stage: np.ndarray, alpha: float) -> np.ndarray:
-    """One query's fused scores (candidates in the same order in both arrays)."""
-    return alpha * minmax(reranker) + (1.0 - alpha) * minmax(first_stage)
 
 
 def fuse_run(reranker: Run, first_stage: Run, alpha: float) -> Run:
@@ -90,6 +85,8 @@ def fusion_alpha(mode: str, fixed_alpha: float, tuned_alpha: float | None) -> fl
 
 def read_fusion(saved_model_dir: str) -> dict | None:
     """The fusion settings written with a SavedModel, or None (no fusion, or an older model)."""
+    # Imported here: `rankpipe config show` reaches this module through the config
+    # (trainer_module/config.py -> rankcore/feedback.py) and needs no TensorFlow (seconds).
     import tensorflow as tf
 
     path = f"{saved_model_dir.rstrip('/')}/{FUSION_FILE}"
@@ -98,12 +95,3 @@ def read_fusion(saved_model_dir: str) -> dict | None:
     with tf.io.gfile.GFile(path) as f:
         fusion = json.load(f)
     return fusion if fusion.get("alpha") is not None else None
-
-
-def minmax_tf(x: tf.Tensor) -> tf.Tensor:
-    """minmax() in-graph over a 1-D tensor (float64)."""
-    import tensorflow as tf
-
-    x = tf.cast(x, tf.float64)
-    lo, hi = tf.reduce_min(x), tf.reduce_max(x)
-    return tf.where(hi > lo, (x - lo) / tf.where(hi > lo, hi - lo, 1.0), tf.zeros_like(x))

@@ -95,9 +95,9 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         name="fusion-alpha-ignored",
         promise="fusion is alpha * reranker + (1 - alpha) * first stage at the carried alpha",
-        file="rankcore/fusion.py",
-        find="    return alpha * minmax(reranker) + (1.0 - alpha) * minmax(first_stage)",
-        replace="    return 0.5 * minmax(reranker) + 0.5 * minmax(first_stage)",
+        file="rankcore/ranking.py",
+        find="    return alpha * minmax(reranker, xp) + (1.0 - alpha) * minmax(first_stage, xp)",
+        replace="    return 0.5 * minmax(reranker, xp) + 0.5 * minmax(first_stage, xp)",
         tests=("tests/rankcore/test_fusion.py",),
     ),
     Mutation(
@@ -130,7 +130,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         name="alone-compares-fused",
         promise='the "alone" figures compare the reranker\'s own scores',
-        file="components/ranking_evaluator/executor.py",
+        file="components/ranking_evaluator/measuring.py",
         find='per_query["first_stage"], per_query["reranker"], metric_names',
         replace='per_query["first_stage"], per_query["candidate"], metric_names',
         tests=("tests/components/ranking_evaluator/test_reranker_comparisons.py",),
@@ -213,8 +213,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         name="config-error-exit-1",
         promise="a config error exits with 2 before any component runs",
         file="pipelines/cli.py",
-        find="        print(_config_error_block(str(e)), file=sys.stderr)\n        return 2",
-        replace="        print(_config_error_block(str(e)), file=sys.stderr)\n        return 1",
+        find="        print(config_error_block(str(e)), file=sys.stderr)\n        return 2",
+        replace="        print(config_error_block(str(e)), file=sys.stderr)\n        return 1",
         tests=("tests/pipelines/test_cli.py::test_config_error_is_a_short_block_with_exit_2",),
     ),
     Mutation(
@@ -228,7 +228,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         name="feedback-ignored-by-evaluator",
         promise="a dual encoder with feedback is evaluated as it ranks: with its feedback",
-        file="components/ranking_evaluator/scoring.py",
+        file="components/ranking_evaluator/embed_once.py",
         find="if feedback.is_on(setting):",
         replace="if False:",
         tests=(
@@ -267,14 +267,15 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=(
             "tests/trainer_module/test_trainer_dual_encoder.py::"
             "test_rank_candidates_ranks_with_feedback_as_the_evaluator_rescores",
+            "tests/trainer_module/test_ranking_paths.py",
         ),
     ),
     Mutation(
         name="feedback-fused-first-pass-ignored",
         promise="feedback from the fused first pass takes the top of the ranking fused at alpha",
-        file="rankcore/feedback.py",
-        find="first_pass = fusion.fuse(d[:num_scored] @ q, first_stage, alpha)",
-        replace="first_pass = first_stage",
+        file="rankcore/ranking.py",
+        find="first_pass = fuse(xp.matvec(d[:num_scored], q), first_stage, alpha, xp)",
+        replace="first_pass = xp.float64(first_stage)",
         tests=(
             "tests/rankcore/test_feedback.py",
             "tests/components/ranking_evaluator/test_feedback_pipeline.py",
@@ -284,11 +285,12 @@ MUTATIONS: tuple[Mutation, ...] = (
         name="feedback-fused-ignored-when-served",
         promise="the served rank_candidates takes feedback from the fused first pass as chosen",
         file="trainer_module/export.py",
-        find="if self.feedback_from_fused:",
-        replace="if False:",
+        find="self.feedback = types.MappingProxyType(dict(fb))",
+        replace='self.feedback = types.MappingProxyType({**fb, "from": "first_stage"})',
         tests=(
             "tests/trainer_module/test_trainer_dual_encoder.py::"
             "test_rank_candidates_ranks_with_feedback_as_the_evaluator_rescores",
+            "tests/trainer_module/test_ranking_paths.py",
         ),
     ),
     Mutation(
@@ -327,7 +329,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         name="shared-tower-lends-queries",
         promise="the evaluator takes only documents from other fold models' vectors, never queries",
-        file="components/ranking_evaluator/scoring.py",
+        file="components/ranking_evaluator/stored_vectors.py",
         find="if rank == 0 or r[0][0] == embeddings.DOCUMENT",
         replace="if rank == 0 or r[0][0]",
         tests=(
@@ -378,7 +380,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         name="demo-writes-user-dir",
         promise="the demo never writes into a directory the user named",
-        file="pipelines/config.py",
+        file="pipelines/config_checks.py",
         find="    if not any(real == o or real.startswith(o + os.sep) for o in owned):",
         replace="    if False:",
         tests=("tests/pipelines/test_demo_data.py",),

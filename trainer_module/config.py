@@ -8,83 +8,100 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from rankcore import config_loader
-from rankcore import feedback as feedback_lib
+from trainer_module.config_rules import choice as _choice
+from trainer_module.config_rules import require as _require
 from trainer_module.loss_registry import LOSS_NAMES
 from trainer_module.models.registry import MODEL_NAMES
+from trainer_module.ranking_config import RankingConfig
 
 # Name lists from the registries (never kept twice); both import TensorFlow only to build.
 MODELS = MODEL_NAMES
 # Models initialised from a pretrained checkpoint: train_steps 0 exports them as they are.
 PRETRAINED_MODELS = ("bert", "dual_encoder")
 LOSSES = LOSS_NAMES
-FUSION_MODES = ("none", "tuned", "fixed")
-FEEDBACK_MODES = ("none", "tuned", "fixed")
 DECAYS = ("linear", "cosine", "exponential")
 MIXED_PRECISION = ("auto", "off", "float16", "bfloat16")
 STRATEGIES = ("auto", "cpu", "mirrored", "multi_worker", "tpu")
 POINTWISE_TARGETS = ("binary", "graded")
 
 
-def _require(cond: bool, name: str, msg: str) -> None:
-    if not cond:
-        raise ValueError(f"trainer config: {name} {msg}")
-
-
-def _choice(value: str, name: str, choices: tuple[str, ...]) -> None:
-    hint = config_loader.did_you_mean(str(value), choices)
-    _require(value in choices, name, f"must be one of {list(choices)}, got {value!r}{hint}")
+def _check_kernel_model(cfg: Any, section: str, **layers: tuple[bool, str]) -> None:
+    """The checks KNRM and Conv-KNRM share (an embedding table, RBF kernels), in field order:
+    embedding_dim, then the model's own `layers` ({name: (valid, message)}), then the kernels."""
+    _require(cfg.embedding_dim > 0, f"{section}.embedding_dim", "must be > 0")
+    for name, (valid, message) in layers.items():
+        _require(valid, f"{section}.{name}", message)
+    _require(cfg.n_kernels >= 2, f"{section}.n_kernels", "must be >= 2")
+    _require(cfg.sigma > 0, f"{section}.sigma", "must be > 0")
+    _require(cfg.exact_sigma > 0, f"{section}.exact_sigma", "must be > 0")
 
 
 @dataclass
 class KnrmConfig:
     """KNRM (Xiong et al., 2017): RBF kernel pooling over a cosine translation matrix."""
 
+    # Width of the word-embedding table; embedding_file's vectors of another width are skipped.
     embedding_dim: int = 128
     n_kernels: int = 11  # mu = 1.0 (exact match) plus n_kernels - 1 soft-match kernels
+    # Width (standard deviation, in cosine units) of each soft-match RBF kernel; their means
+    # evenly cover [-1, 1].
     sigma: float = 0.1
+    # Width of the exact-match kernel (mu = 1.0): small, so only cosines of ~1 count.
     exact_sigma: float = 0.001
+    # Train the word embeddings with the rest of the model (false: they keep their
+    # initialisation, random or embedding_file's vectors).
     trainable_embeddings: bool = True
 
     def __post_init__(self) -> None:
-        _require(self.embedding_dim > 0, "knrm.embedding_dim", "must be > 0")
-        _require(self.n_kernels >= 2, "knrm.n_kernels", "must be >= 2")
-        _require(self.sigma > 0, "knrm.sigma", "must be > 0")
-        _require(self.exact_sigma > 0, "knrm.exact_sigma", "must be > 0")
+        _check_kernel_model(self, "knrm")
 
 
 @dataclass
 class ConvKnrmConfig:
     """Conv-KNRM (Dai et al., 2018): KNRM over cross-matched 1..max_ngram n-gram embeddings."""
 
+    # Width of the word-embedding table; embedding_file's vectors of another width are skipped.
     embedding_dim: int = 128
+    # Output channels of each n-gram convolution (the width of an n-gram's vector).
     filters: int = 128
+    # Longest n-gram: query and document n-grams of every length 1..max_ngram are matched with
+    # each other (max_ngram^2 similarity matrices, each pooled by the kernels).
     max_ngram: int = 3
+    # RBF kernels per similarity matrix: mu = 1.0 (exact match) plus n_kernels - 1 soft-match.
     n_kernels: int = 11
+    # Width (standard deviation, in cosine units) of each soft-match RBF kernel.
     sigma: float = 0.1
+    # Width of the exact-match kernel (mu = 1.0).
     exact_sigma: float = 0.001
+    # Train the word embeddings with the rest of the model (false: they keep their
+    # initialisation, random or embedding_file's vectors).
     trainable_embeddings: bool = True
 
     def __post_init__(self) -> None:
-        _require(self.embedding_dim > 0, "conv_knrm.embedding_dim", "must be > 0")
-        _require(self.filters > 0, "conv_knrm.filters", "must be > 0")
-        _require(self.max_ngram >= 1, "conv_knrm.max_ngram", "must be >= 1")
-        _require(self.n_kernels >= 2, "conv_knrm.n_kernels", "must be >= 2")
-        _require(self.sigma > 0, "conv_knrm.sigma", "must be > 0")
-        _require(self.exact_sigma > 0, "conv_knrm.exact_sigma", "must be > 0")
+        _check_kernel_model(
+            self,
+            "conv_knrm",
+            filters=(self.filters > 0, "must be > 0"),
+            max_ngram=(self.max_ngram >= 1, "must be >= 1"),
+        )
 
 
 @dataclass
 class TransformerConfig:
     """Small cross-encoder trained from scratch: [CLS] q [SEP] d [SEP] -> score."""
 
-    hidden_size: int = 256
-    num_layers: int = 4
-    num_heads: int = 4
-    intermediate_size: int = 1024
+    hidden_size: int = 256  # width of the token vectors (embeddings and every layer)
+    num_layers: int = 4  # encoder layers (self-attention + feed-forward)
+    num_heads: int = 4  # attention heads per layer; hidden_size must be divisible by it
+    intermediate_size: int = 1024  # inner width of each layer's GELU feed-forward block
+    # Dropout rate on the embeddings and on each attention and feed-forward output (training
+    # only).
     dropout: float = 0.1
+    # Rows of the learned position table: must cover [CLS] q [SEP] d [SEP], i.e.
+    # max_query_length + max_doc_length + 3 (checked when the model is built).
     max_position: int = 512
 
     def __post_init__(self) -> None:
@@ -185,10 +202,15 @@ class BucketingConfig:
     micro-batch never exceeds the budget (unless one group alone does).
     """
 
+    # Batch the train groups by length under token_budget instead of batch_size groups (not
+    # with static_shapes).
     enabled: bool = False
+    # Padded tokens (query + longest doc, times the group size, summed over the groups) one
+    # micro-batch may hold over all replicas.
     token_budget: int = 16384
+    # Tokens above max_query_length where the first bucket ends.
     min_length: int = 8
-    length_factor: float = 1.1
+    length_factor: float = 1.1  # each bucket boundary is the previous one times this (> 1)
 
     def __post_init__(self) -> None:
         _require(self.token_budget > 0, "bucketing.token_budget", "must be > 0")
@@ -198,8 +220,21 @@ class BucketingConfig:
 
 @dataclass
 class TrainerConfig:
+    # The flat keys of earlier versions, each now in a section (the loader names the new key).
+    MOVED_KEYS: ClassVar[dict[str, str]] = {
+        "fusion": "ranking.fusion.mode",
+        "fusion_alpha": "ranking.fusion.alpha",
+        "feedback": "ranking.feedback.mode",
+        "feedback_from": "ranking.feedback.source",
+        "feedback_docs": "ranking.feedback.docs",
+        "feedback_weight": "ranking.feedback.weight",
+        "feedback_neighbours": "ranking.feedback.neighbours",
+        "feedback_neighbour_weight": "ranking.feedback.neighbour_weight",
+    }
+
     # Model.
-    model: str = "knrm"
+
+    model: str = "knrm"  # the reranker: knrm, conv_knrm, transformer, bert or dual_encoder
     knrm: KnrmConfig = field(default_factory=KnrmConfig)
     conv_knrm: ConvKnrmConfig = field(default_factory=ConvKnrmConfig)
     transformer: TransformerConfig = field(default_factory=TransformerConfig)
@@ -210,9 +245,16 @@ class TrainerConfig:
     embedding_file: str | None = None
 
     # Loss.
+
+    # The training loss over each group's scores: pairwise_hinge, pairwise_logistic,
+    # pointwise_sigmoid, listwise_softmax (softmax cross-entropy over the group) or
+    # in_batch_softmax (below).
     loss: str = "pairwise_hinge"
+    # pairwise_hinge: each (more relevant, less relevant) pair of a group costs
+    # max(0, hinge_margin - (score difference)).
     hinge_margin: float = 1.0
     pointwise_target: str = "binary"  # binary: label > 0; graded: label / max_label
+    # pointwise_target graded: the label that maps to target 1 (higher labels are clipped).
     max_label: float = 3.0
     # in_batch_softmax (dual_encoder only): each query against every document of the batch
     # (its own group's positive and first-stage negatives, and all other groups' documents),
@@ -221,73 +263,81 @@ class TrainerConfig:
     # listwise_softmax's scores are cosine * in_batch_scale too.
     in_batch_scale: float = 20.0
 
-    # First-stage score fusion (rankcore/fusion.py): per query, min-max normalise the
-    # reranker's and the first stage's scores and rank by alpha * reranker + (1 - alpha) *
-    # first stage. tuned: alpha chosen on the dev queries after training (grid 0, 0.05, .., 1,
-    # ties to the larger alpha); fixed: fusion_alpha; none: the reranker's scores alone.
-    fusion: str = "tuned"
-    fusion_alpha: float = 0.5  # used with fusion: fixed
-    # Pseudo-relevance feedback (rankcore/feedback.py; dual_encoder only): before scoring a
-    # query's candidates, each candidate's vector moves towards its nearest other candidates
-    # and the query's towards the first stage's top candidates. tuned: the query's top 3, 5 or
-    # 10 at weight 0.5, 1 or 2, with 0 or 5 neighbours at 0.3 or 0.6, or none of it, chosen on
-    # the dev queries together with alpha (needs fusion: tuned); fixed: the feedback_* values
-    # below; none: off.
-    feedback: str = "none"
-    # tuned and fixed: the query's feedback documents are the first stage's top (first_stage),
-    # or the top of a first pass ranked by the model's own score fused with the first stage's
-    # at the model's alpha (fused: feedback from the better ranking; alpha is tuned with it).
-    feedback_from: str = "first_stage"
-    feedback_docs: int = 3  # fixed: the query moves towards this many top documents
-    feedback_weight: float = 0.5  # fixed: by this weight (0: the query does not move)
-    feedback_neighbours: int = 0  # fixed: each candidate towards this many nearest candidates
-    feedback_neighbour_weight: float = 0.3  # fixed: by this weight
+    # How the exported model ranks a candidate list (`fusion` with the first stage, dense
+    # pseudo-relevance `feedback`), chosen on the dev queries after training.
+    ranking: RankingConfig = field(default_factory=RankingConfig)
 
     # Steps and batches. batch_size is the GLOBAL micro-batch (groups per forward pass over
     # all replicas); one optimizer step sees batch_size * grad_accumulation_steps groups.
     # Used when the Trainer's TrainArgs give no num_steps. 0 (pretrained models only) exports
     # the checkpoint as it is (zero-shot); fusion is still tuned.
     train_steps: int = 1000
+    # Training groups (a query with its candidates) per micro-batch over all replicas;
+    # divisible by the number of replicas.
     batch_size: int = 32
+    # Candidates per batch when scoring or embedding the dev split (validation, fusion).
     eval_batch_size: int = 256
+    # Micro-batches whose gradients are summed into one optimizer step.
     grad_accumulation_steps: int = 1
-    shuffle_buffer: int = 10000
+    shuffle_buffer: int = 10000  # training groups held by the shuffle buffer
+    # Seeds the initial weights, dropout and the training data order (the same run twice
+    # trains the same model).
     seed: int = 42
     bucketing: BucketingConfig = field(default_factory=BucketingConfig)
     static_shapes: bool = False  # pad every batch to max lengths (required on TPU)
 
     # Optimization.
-    learning_rate: float = 1e-3  # non-encoder variables (kernels, heads, ...)
-    encoder_learning_rate: float = 1e-4  # variables matching encoder_patterns
+
+    # Peak learning rate of the non-encoder variables (kernels, heads, ...).
+    learning_rate: float = 1e-3
+    # Peak learning rate of the variables matching encoder_patterns.
+    encoder_learning_rate: float = 1e-4
+    # Regexes (re.search) over variable names: the matching variables are the encoder,
+    # trained at encoder_learning_rate.
     encoder_patterns: list[str] = field(default_factory=lambda: ["embedding", "encoder"])
-    warmup_steps: int = 0
+    warmup_steps: int = 0  # optimizer steps of linear warmup from 0 to the peak rates
+    # Learning-rate decay from the end of warmup to the last step: linear or cosine (to
+    # end_learning_rate_fraction of the peak) or exponential (to exponential_decay_rate).
     decay: str = "linear"
     end_learning_rate_fraction: float = 0.0  # linear/cosine floor, as a fraction of peak
     exponential_decay_rate: float = 0.01  # exponential: lr factor reached at the last step
-    weight_decay: float = 0.01
+    weight_decay: float = 0.01  # AdamW's decoupled weight decay (0: plain Adam)
+    # Regexes (re.search) over variable names exempt from weight decay.
     weight_decay_exclude: list[str] = field(
         default_factory=lambda: ["layer_norm", "LayerNorm", "bias"]
     )
-    adam_epsilon: float = 1e-6
+    adam_epsilon: float = 1e-6  # Adam's epsilon (added to the root of the second moment)
     clip_norm: float = 1.0  # 0 disables clipping
+    # Regexes (re.search) over variable names: the matching variables are not trained.
     freeze_patterns: list[str] = field(default_factory=list)
 
     # Hardware.
+
+    # auto: bfloat16 on TPU and on GPUs with native bf16 (compute capability >= 8), else off
+    # (float32); float16 (explicit only) uses dynamic loss scaling.
     mixed_precision: str = "auto"
     # auto: TPU if tpu_name, MultiWorkerMirrored if TF_CONFIG names several tasks (the Trainer
     # run as replicas, runner.kubeflow.trainer_replicas), Mirrored if > 1 GPU, else default.
     strategy: str = "auto"
+    # Cloud TPU name or grpc:// address (TPUClusterResolver); required for strategy tpu, and
+    # with strategy auto it selects the TPU.
     tpu_name: str | None = None
-    tpu_zone: str | None = None
-    tpu_project: str | None = None
+    tpu_zone: str | None = None  # the TPU's zone (None: the resolver finds it)
+    tpu_project: str | None = None  # the TPU's GCP project (None: the resolver finds it)
 
     # Checkpoints, validation, logging.
-    checkpoint_every: int = 500
+
+    checkpoint_every: int = 500  # steps between checkpoints (and at the last step)
+    # Recent checkpoints kept for resuming (the best model is kept apart, whatever this is).
     keep_checkpoints: int = 3
     validate_every: int = 500  # 0: validate once, at the end
+    # trec_eval measure (e.g. ndcg_cut_10, map, P_5, recall_100) over the dev queries: picks
+    # the best checkpoint, early stopping and the fusion and feedback.
     validation_metric: str = "ndcg_cut_10"
+    # The smallest label that counts as relevant for binary measures (trec_eval -l).
     validation_relevance_level: int = 1
     early_stopping_patience: int = 0  # validations without improvement; 0 disables
+    # Steps between log lines, TensorBoard train summaries and loss-curve points.
     log_every: int = 100
     max_loss: float = 1e4  # divergence guard: loss above this (or NaN/Inf) aborts
 
@@ -298,33 +348,12 @@ class TrainerConfig:
         _choice(self.decay, "decay", DECAYS)
         _choice(self.mixed_precision, "mixed_precision", MIXED_PRECISION)
         _choice(self.strategy, "strategy", STRATEGIES)
-        _choice(self.fusion, "fusion", FUSION_MODES)
-        _require(0.0 <= self.fusion_alpha <= 1.0, "fusion_alpha", "must be in [0, 1]")
-        _choice(self.feedback, "feedback", FEEDBACK_MODES)
-        _choice(self.feedback_from, "feedback_from", feedback_lib.SOURCES)
+        feedback = self.ranking.feedback.mode
         _require(
-            self.feedback == "none" or self.model == "dual_encoder",
-            "feedback",
-            f"{self.feedback} needs model=dual_encoder (it moves the query's and the documents' "
+            feedback == "none" or self.model == "dual_encoder",
+            "ranking.feedback.mode",
+            f"{feedback} needs model=dual_encoder (it moves the query's and the documents' "
             "vectors)",
-        )
-        _require(
-            self.feedback != "tuned" or self.fusion == "tuned",
-            "feedback",
-            "tuned needs fusion=tuned (it is chosen on the dev queries with alpha)",
-        )
-        _require(
-            self.feedback != "fixed" or self.fusion != "none",
-            "feedback",
-            "fixed needs fusion tuned or fixed (the model carries it with its fusion)",
-        )
-        for name in ("docs", "weight", "neighbours", "neighbour_weight"):
-            _require(getattr(self, f"feedback_{name}") >= 0, f"feedback_{name}", "must be >= 0")
-        _require(
-            self.feedback != "fixed" or feedback_lib.is_on(self.fixed_feedback()),
-            "feedback",
-            "fixed changes nothing: set feedback_docs and feedback_weight, or "
-            "feedback_neighbours and feedback_neighbour_weight, above 0",
         )
         _require(self.in_batch_scale > 0, "in_batch_scale", "must be > 0")
         _require(
@@ -387,16 +416,6 @@ class TrainerConfig:
             self.model != "dual_encoder" or bool(self.dual_encoder.checkpoint_dir),
             "dual_encoder.checkpoint_dir",
             "is required for model=dual_encoder",
-        )
-
-    def fixed_feedback(self) -> dict:
-        """The rankcore/feedback.py setting of `feedback: fixed`."""
-        return feedback_lib.setting(
-            self.feedback_docs,
-            self.feedback_weight,
-            self.feedback_neighbours,
-            self.feedback_neighbour_weight,
-            self.feedback_from,
         )
 
     def to_dict(self) -> dict[str, Any]:

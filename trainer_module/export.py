@@ -14,7 +14,8 @@ Signatures:
   (rankcore/feedback.py) scores the list with each candidate's vector moved towards its nearest
   candidates and the query's towards the top candidates (the first stage's, or those of a first
   pass fused at the model's alpha): this signature ranks as the RankingEvaluator ranks, the pair
-  signatures score without feedback.
+  signatures score without feedback. Fusion and feedback are rankcore/ranking.py's functions on
+  its TensorFlow backend: the code the Trainer and the evaluator run on numpy.
 Dual encoders (a model with `embed_query` / `embed_doc`, trainer_module/models/dual_encoder.py)
 also get:
 - embed_texts(text: string [None]) -> {"embedding": float32 [None, H]}: raw text -> the model's
@@ -36,16 +37,18 @@ from __future__ import annotations
 import json
 import logging
 import os
+import types
 import uuid
 
-import numpy as np
 import tensorflow as tf
 import tensorflow_transform as tft
 import tf_keras as keras
 from tf_keras.src.saving.legacy.saved_model import utils as keras_saved_model_utils
 
+from rankcore import example_format as fmt
 from rankcore import feedback as feedback_lib
 from rankcore import fusion as fusion_lib
+from rankcore import ranking
 from rankcore.constants import (
     EMBED_DOC_SIGNATURE,
     EMBED_QUERY_SIGNATURE,
@@ -60,20 +63,10 @@ from rankcore.constants import (
 TOKEN_IDS_KEY = "token_ids"
 RAW_TEXT_KEY = "text"
 
-_EXAMPLE_SPEC = {
-    "query_ids": tf.io.VarLenFeature(tf.int64),
-    "doc_ids": tf.io.VarLenFeature(tf.int64),
-    "doc_lengths": tf.io.VarLenFeature(tf.int64),
-}
+_EXAMPLE_SPEC = fmt.spec(fmt.QUERY_IDS, fmt.DOC_IDS, fmt.DOC_LENGTHS)
 
 
 _IDS = tf.TensorSpec([None, None], tf.int64)
-
-
-def _normalise(x: tf.Tensor) -> tf.Tensor:
-    """L2-normalised along the last axis; an all-zero vector stays zero (as numpy's)."""
-    norm = tf.norm(x, axis=-1, keepdims=True)
-    return tf.where(norm > 0, x / tf.where(norm > 0, norm, tf.ones_like(norm)), x)
 
 
 def _traced_once(fn, *input_signature: tf.TensorSpec):
@@ -106,15 +99,11 @@ class RerankerModule(tf.Module):
     ):
         super().__init__()
         self.fusion_alpha = 1.0 if fusion_alpha is None else float(fusion_alpha)
-        # rankcore/feedback.py's setting (dual encoders; rank_candidates only), as plain numbers.
+        # rankcore/feedback.py's setting (dual encoders; rank_candidates only), read when the
+        # graph is traced. A read-only view, not a dict: tf.Module would track a dict as a
+        # SavedModel object (plain numbers and this view are not saved).
         fb = feedback if feedback_lib.is_on(feedback) else feedback_lib.OFF
-        self.feedback_query = feedback_lib.moves_query(fb)
-        self.feedback_documents = feedback_lib.moves_documents(fb)
-        self.feedback_from_fused = feedback_lib.from_fused(fb)
-        self.feedback_docs = int(fb.get("docs", 0))
-        self.feedback_weight = float(fb.get("weight", 0.0))
-        self.feedback_neighbours = int(fb.get("neighbours", 0))
-        self.feedback_neighbour_weight = float(fb.get("neighbour_weight", 0.0))
+        self.feedback = types.MappingProxyType(dict(fb))
         self.model = model
         self.tft_layer = tft_layer  # tracked: its vocab asset and tables are saved with us
         self.max_query_length = max_query_length
@@ -170,10 +159,7 @@ class RerankerModule(tf.Module):
         reranker = self._rank_scores(
             self._tokenize(query[None]), self._tokenize(documents), first_stage_scores
         )
-        alpha = tf.constant(self.fusion_alpha, tf.float64)
-        fused = alpha * fusion_lib.minmax_tf(reranker) + (1.0 - alpha) * fusion_lib.minmax_tf(
-            first_stage_scores
-        )
+        fused = ranking.fuse(reranker, first_stage_scores, self.fusion_alpha, ranking.tensorflow())
         return {"fused_score": tf.cast(fused, tf.float32), "reranker_score": reranker}
 
     def _rank_scores(
@@ -188,11 +174,11 @@ class RerankerModule(tf.Module):
     )
     def score_examples(self, examples: tf.Tensor) -> dict[str, tf.Tensor]:
         ex = tf.io.parse_example(examples, _EXAMPLE_SPEC)
-        query = tf.sparse.to_dense(ex["query_ids"])
-        docs = tf.sparse.to_dense(ex["doc_ids"])
+        query = tf.sparse.to_dense(ex[fmt.QUERY_IDS])
+        docs = tf.sparse.to_dense(ex[fmt.DOC_IDS])
         # n = 1 by contract; still cut at the first document's length so extra candidates
         # of a malformed example cannot leak into the scored text.
-        first_len = tf.sparse.to_dense(ex["doc_lengths"])[:, :1]
+        first_len = tf.sparse.to_dense(ex[fmt.DOC_LENGTHS])[:, :1]
         in_first = tf.range(tf.shape(docs)[1], dtype=tf.int64)[None, :] < first_len
         return self._score(query, tf.where(in_first, docs, tf.zeros_like(docs)))
 
@@ -226,42 +212,24 @@ class DualEncoderModule(RerankerModule):
     def _rank_scores(
         self, query_ids: tf.Tensor, doc_ids: tf.Tensor, first_stage_scores: tf.Tensor
     ) -> tf.Tensor:
-        """With feedback, rankcore/feedback.py's rank_list in float64: candidates in
-        first-stage order (ties: the earlier in the list first), each moved towards its nearest
-        other candidates, the query towards the top ones (the first stage's, or those of a
-        first pass fused at the model's alpha); scores back in the given order."""
+        """With feedback, rankcore/ranking.py's rank_list in float64 (the evaluator's and the
+        Trainer's code, on TensorFlow): candidates in first-stage order (ties: the earlier in
+        the list first), each moved towards its nearest other candidates, the query towards
+        the top ones (the first stage's, or those of a first pass fused at the model's alpha);
+        scores back in the given order."""
         query = self._embed(query_ids, "q")[EMBEDDING_OUTPUT][0]
         docs = self._embed(doc_ids, "d")[EMBEDDING_OUTPUT]
-        if not (self.feedback_documents or self.feedback_query):
+        if not feedback_lib.is_on(self.feedback):
             return tf.reduce_sum(query[None, :] * docs, axis=-1)
         order = tf.argsort(first_stage_scores, direction="DESCENDING", stable=True)
-        query = tf.cast(query, tf.float64)
-        docs = tf.gather(tf.cast(docs, tf.float64), order)
-        count = tf.shape(docs)[0]
-        if self.feedback_documents:
-            n = tf.minimum(self.feedback_neighbours, tf.maximum(count - 1, 0))
-            sims = tf.linalg.set_diag(
-                tf.matmul(docs, docs, transpose_b=True),
-                tf.fill([count], tf.constant(-np.inf, tf.float64)),
-            )
-            _, nearest = tf.math.top_k(sims, k=n)  # equal values: the lower index first
-            mean = tf.math.divide_no_nan(
-                tf.reduce_sum(tf.gather(docs, nearest), axis=1), tf.cast(n, tf.float64)
-            )
-            docs = _normalise(docs + self.feedback_neighbour_weight * mean)
-        if self.feedback_query:
-            k = tf.minimum(self.feedback_docs, count)
-            top = tf.range(k)
-            if self.feedback_from_fused:  # the top of a first pass fused at the model's alpha
-                first = self.fusion_alpha * fusion_lib.minmax_tf(tf.linalg.matvec(docs, query)) + (
-                    1.0 - self.fusion_alpha
-                ) * fusion_lib.minmax_tf(tf.gather(first_stage_scores, order))
-                top = tf.argsort(first, direction="DESCENDING", stable=True)[:k]
-            mean = tf.math.divide_no_nan(
-                tf.reduce_sum(tf.gather(docs, top), axis=0), tf.cast(k, tf.float64)
-            )
-            query = _normalise(query + self.feedback_weight * mean)
-        scores = tf.linalg.matvec(docs, query)
+        scores = ranking.rank_list(
+            query,
+            tf.gather(docs, order),
+            tf.gather(first_stage_scores, order),
+            self.feedback,
+            self.fusion_alpha,
+            ranking.tensorflow(),
+        )
         return tf.cast(tf.gather(scores, tf.argsort(order)), tf.float32)
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")], autograph=False)

@@ -15,18 +15,20 @@ import math
 import numpy as np
 import tensorflow as tf
 
+from rankcore import example_format as fmt
 from trainer_module.config import TrainerConfig
 
-FEATURE_SPEC = {
-    "qid": tf.io.FixedLenFeature([], tf.string),
-    "docids": tf.io.VarLenFeature(tf.string),
-    "query_ids": tf.io.VarLenFeature(tf.int64),
-    "doc_ids": tf.io.VarLenFeature(tf.int64),
-    "doc_lengths": tf.io.VarLenFeature(tf.int64),
-    "labels": tf.io.VarLenFeature(tf.float32),
-    "judged": tf.io.VarLenFeature(tf.int64),
-    "first_stage_scores": tf.io.VarLenFeature(tf.float32),
-}
+# What the Trainer reads of a group (rankcore/example_format.py; first_stage_ranks it does not).
+FEATURE_SPEC = fmt.spec(
+    fmt.QID,
+    fmt.DOCIDS,
+    fmt.QUERY_IDS,
+    fmt.DOC_IDS,
+    fmt.DOC_LENGTHS,
+    fmt.LABELS,
+    fmt.JUDGED,
+    fmt.FIRST_STAGE_SCORES,
+)
 
 
 def expand_patterns(file_patterns: list[str]) -> list[str]:
@@ -43,8 +45,8 @@ def _records(files: list[str]) -> tf.data.Dataset:
 def peek_group_size(file_patterns: list[str]) -> int:
     """n (candidates per group) of the first example; fixed within a dataset by contract."""
     for record in _records(expand_patterns(file_patterns)[:1]).take(1):
-        parsed = tf.io.parse_single_example(record, {"doc_lengths": FEATURE_SPEC["doc_lengths"]})
-        return int(tf.size(parsed["doc_lengths"].values))
+        parsed = tf.io.parse_single_example(record, fmt.spec(fmt.DOC_LENGTHS))
+        return int(tf.size(parsed[fmt.DOC_LENGTHS].values))
     raise ValueError(f"the first file of {file_patterns} holds no examples")
 
 
@@ -52,19 +54,19 @@ def parse_group(record: tf.Tensor, max_query_length: int, max_doc_length: int) -
     """One serialized group -> truncated query [Lq], docs [n, Ld] (padded within the group)."""
     ex = tf.io.parse_single_example(record, FEATURE_SPEC)
     dense = {k: tf.sparse.to_dense(v) for k, v in ex.items() if isinstance(v, tf.SparseTensor)}
-    docs = tf.RaggedTensor.from_row_lengths(dense["doc_ids"], dense["doc_lengths"])
+    docs = tf.RaggedTensor.from_row_lengths(dense[fmt.DOC_IDS], dense[fmt.DOC_LENGTHS])
     return {
-        "qid": ex["qid"],
-        "docids": dense["docids"],
-        "query": dense["query_ids"][:max_query_length],
+        "qid": ex[fmt.QID],
+        "docids": dense[fmt.DOCIDS],
+        "query": dense[fmt.QUERY_IDS][:max_query_length],
         "docs": docs[:, :max_doc_length].to_tensor(0),
-        "labels": dense["labels"],
-        "judged": dense["judged"],
-        "first_stage_scores": dense["first_stage_scores"],
+        "labels": dense[fmt.LABELS],
+        "judged": dense[fmt.JUDGED],
+        "first_stage_scores": dense[fmt.FIRST_STAGE_SCORES],
     }
 
 
-_TRAIN_SPEC = {k: FEATURE_SPEC[k] for k in ("query_ids", "doc_ids", "doc_lengths", "labels")}
+_TRAIN_SPEC = fmt.spec(fmt.QUERY_IDS, fmt.DOC_IDS, fmt.DOC_LENGTHS, fmt.LABELS)
 
 
 def parse_train_batch(
@@ -82,13 +84,13 @@ def parse_train_batch(
     max lengths with static_shapes).
     """
     ex = tf.io.parse_example(records, _TRAIN_SPEC)
-    query = tf.RaggedTensor.from_sparse(ex["query_ids"])[:, :max_query_length]
-    lengths = tf.RaggedTensor.from_sparse(ex["doc_lengths"])
-    doc_ids = tf.RaggedTensor.from_sparse(ex["doc_ids"])
+    query = tf.RaggedTensor.from_sparse(ex[fmt.QUERY_IDS])[:, :max_query_length]
+    lengths = tf.RaggedTensor.from_sparse(ex[fmt.DOC_LENGTHS])
+    doc_ids = tf.RaggedTensor.from_sparse(ex[fmt.DOC_IDS])
     docs = tf.RaggedTensor.from_nested_row_lengths(
         doc_ids.flat_values, [lengths.row_lengths(), lengths.flat_values]
     )[:, :, :max_doc_length]
-    labels = tf.RaggedTensor.from_sparse(ex["labels"])
+    labels = tf.RaggedTensor.from_sparse(ex[fmt.LABELS])
     if static_shapes:
         b = records.shape[0]  # static with drop_remainder
         return {

@@ -4,19 +4,21 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from rankcore import embeddings, feedback, fusion
+from rankcore import feedback, fusion
 from rankcore.encoders import hf_checkpoint
 from trainer_module import hardware, validation
 from trainer_module.checkpointing import checkpoint_dir, run_fingerprint
 from trainer_module.config import TrainerConfig
 from trainer_module.export import export_serving_model
 from trainer_module.task import RankingTask
-from trainer_module.training import Controller, TrainResult, worker_dir, write_results
+from trainer_module.train_results import TrainResult, write_results
+from trainer_module.training import Controller, worker_dir
 
 VOCAB_ASSET_NAME = "wordpiece"
 
@@ -26,6 +28,29 @@ def read_vocab(transform_graph_path: str) -> list[str]:
     path = tft.TFTransformOutput(transform_graph_path).vocabulary_file_by_name(VOCAB_ASSET_NAME)
     with tf.io.gfile.GFile(path, "r") as f:
         return [line.rstrip("\n") for line in f]
+
+
+def _best_setting(
+    settings: list[dict],
+    rescored: Callable[..., dict],
+    first_stage: dict,
+    metric: Callable[[dict], float],
+) -> tuple[dict, float, dict[float, float]]:
+    """(feedback setting, its tuned alpha, dev metric per grid alpha) of the setting whose best
+    alpha scores highest; a setting must beat every one before it, so a tie keeps the earlier
+    (simpler) one. `rescored(setting, alpha=None)` is the dev run under a setting."""
+    best = None
+    for setting in settings:
+        # Feedback from the fused first pass depends on alpha: rescored at each alpha tried.
+        if feedback.from_fused(setting):
+            tuned, grid = fusion.tune_alpha(
+                lambda a, s=setting: rescored(s, a), first_stage, metric
+            )
+        else:
+            tuned, grid = fusion.tune_alpha(rescored(setting), first_stage, metric)
+        if best is None or grid[tuned] > best[2][best[1]]:
+            best = (setting, tuned, grid)
+    return best
 
 
 def choose_fusion(
@@ -39,11 +64,14 @@ def choose_fusion(
     with the dev metric of each grid alpha. With train_steps 0 (zero-shot) this is also where
     the model is first validated. `seconds` gets the time spent tuning alpha ("fusion")."""
     seconds = {} if seconds is None else seconds
+    fusion_cfg, feedback_cfg = cfg.ranking.fusion, cfg.ranking.feedback
     if dev is None:
-        if cfg.fusion == "tuned":
-            raise ValueError("trainer config: fusion tuned needs dev queries (the dev split)")
-        alpha = fusion.fusion_alpha(cfg.fusion, cfg.fusion_alpha, None)
-        return None if alpha is None else {"mode": cfg.fusion, "alpha": alpha}
+        if fusion_cfg.mode == "tuned":
+            raise ValueError(
+                "trainer config: ranking.fusion.mode tuned needs dev queries (the dev split)"
+            )
+        alpha = fusion.fusion_alpha(fusion_cfg.mode, fusion_cfg.alpha, None)
+        return None if alpha is None else {"mode": fusion_cfg.mode, "alpha": alpha}
     t0 = time.monotonic()
 
     def metric(run: dict) -> float:
@@ -54,37 +82,26 @@ def choose_fusion(
     reranker_metric = metric(dev.run)
     if result.steps == 0:  # zero-shot: no validation ran during training
         result.final_metric = reranker_metric
-    if cfg.fusion == "none":
+    if fusion_cfg.mode == "none":
         seconds["fusion"] = time.monotonic() - t0
         return None
     # With feedback tuned, each feedback setting (off first) is scored with its best alpha;
     # a setting must beat every one before it, so a tie keeps the simpler one (off).
     settings = {
-        "tuned": feedback.grid(cfg.feedback_from),
-        "fixed": [cfg.fixed_feedback()],
+        "tuned": feedback.grid(feedback_cfg.source),
+        "fixed": [feedback_cfg.setting()],
         "none": [dict(feedback.OFF)],
-    }[cfg.feedback]
+    }[feedback_cfg.mode]
     vectors = {key: vector for key, (_, vector) in (dev.vectors or {}).items()}
 
     def rescored(setting: dict, alpha: float | None = None) -> dict:
         return feedback.rescore(dev.run, dev.first_stage, vectors, setting, alpha)
 
-    best = None
-    for setting in settings:
-        # Feedback from the fused first pass depends on alpha: rescored at each alpha tried.
-        if feedback.from_fused(setting):
-            tuned, grid = fusion.tune_alpha(
-                lambda a, s=setting: rescored(s, a), dev.first_stage, metric
-            )
-        else:
-            tuned, grid = fusion.tune_alpha(rescored(setting), dev.first_stage, metric)
-        if best is None or grid[tuned] > best[2][best[1]]:
-            best = (setting, tuned, grid)
-    setting, tuned, grid = best
-    alpha = fusion.fusion_alpha(cfg.fusion, cfg.fusion_alpha, tuned)
+    setting, tuned, grid = _best_setting(settings, rescored, dev.first_stage, metric)
+    alpha = fusion.fusion_alpha(fusion_cfg.mode, fusion_cfg.alpha, tuned)
     run = rescored(setting, alpha)
     info = {
-        "mode": cfg.fusion,
+        "mode": fusion_cfg.mode,
         "alpha": alpha,
         "metric": cfg.validation_metric,
         "dev_fused": metric(fusion.fuse_run(run, dev.first_stage, alpha)),
@@ -92,13 +109,13 @@ def choose_fusion(
         "dev_first_stage": metric(dev.first_stage),
         "dev_grid": {f"{a:.2f}": v for a, v in grid.items()},
     }
-    if cfg.feedback != "none":
+    if feedback_cfg.mode != "none":
         info["feedback"] = setting
         info["dev_reranker_without_feedback"] = reranker_metric
     seconds["fusion"] = time.monotonic() - t0
     logging.info(
         "fusion %s: alpha=%.2f, feedback %s, dev %s fused %.4f (reranker %.4f, first stage %.4f)",
-        cfg.fusion,
+        fusion_cfg.mode,
         alpha,
         info.get("feedback"),
         cfg.validation_metric,
@@ -177,19 +194,7 @@ def run_fn(fn_args: Any) -> TrainResult:
     if controller.chief and dev is not None and dev.vectors:
         # A dual encoder's dev vectors, for the evaluator to reuse (rankcore/embeddings.py).
         t0 = time.monotonic()
-        embeddings.write_embeddings(
-            fn_args.model_run_dir,
-            dev.vectors,
-            embeddings.EmbeddingsMeta(
-                model=embeddings.model_fingerprint(export_dir),
-                max_query_length=max_q,
-                max_doc_length=max_d,
-                dim=len(next(iter(dev.vectors.values()))[1]),
-                count=len(dev.vectors),
-                split=embeddings.split_of(list(fn_args.eval_files)),
-                document_tower=controller.document_tower,
-            ),
-        )
+        controller.write_dev_embeddings(dev, export_dir)
         seconds["write_embeddings"] = time.monotonic() - t0
     if not controller.chief:
         tf.io.gfile.rmtree(export_dir)

@@ -6,98 +6,26 @@ decides when to step, checkpoint, validate, log and stop.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import math
 import os
-import resource
 import time
-from dataclasses import asdict, dataclass, field
+from typing import Any
 
-import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
-from rankcore.constants import TRAIN_RESULTS_FILE
-from rankcore.encoders import hf_checkpoint
-from trainer_module import validation
+from rankcore import embeddings
+from trainer_module import towers, validation
 from trainer_module.task import RankingTask
+from trainer_module.train_results import TrainResult, peak_device_memory_mb, peak_host_rss_mb
 
 BEST_DIR = "best"
 LOSS_SCALE_GROWTH_INTERVAL = 2000
 
-# Frozen document vectors (dual_encoder.frozen_documents) depend on the checkpoint's files, the
-# precision policy and a text's token ids alone, so every Trainer of this process that freezes
-# the same checkpoint shares them: LocalDagRunner runs cross-validation's k + 1 Trainers in one
-# process, and each would otherwise embed the same corpus again (about a minute per Trainer on
-# Cranfield on 2 cores). Keyed by document_tower(); token ids -> vector.
-_FROZEN_DOCUMENT_VECTORS: dict[str, dict[tuple[int, ...], np.ndarray]] = {}
-
-
-def document_tower(
-    checkpoint_dir: str, companion_dir: str | None = None, companion_weight: float = 0.0
-) -> str:
-    """The identity of a frozen document tower: a digest of the checkpoint's files, the
-    companion's (and its share) when there is one, and the precision policy. Two models with
-    the same one give a document the same vector (rankcore/embeddings.py `document_tower`)."""
-    parts = (
-        hf_checkpoint.checkpoint_digest(checkpoint_dir),
-        hf_checkpoint.checkpoint_digest(companion_dir) if companion_dir else "",
-        str(companion_weight) if companion_dir else "",
-        keras.mixed_precision.global_policy().name,
-    )
-    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
-
-
-def frozen_document_cache(tower: str) -> dict[tuple[int, ...], np.ndarray]:
-    """The process's document vectors of this frozen tower (document_tower(); filled as used),
-    the companion's appended when there is one (dual_encoder.py: those vectors are served)."""
-    return _FROZEN_DOCUMENT_VECTORS.setdefault(tower, {})
-
 
 class DivergenceError(RuntimeError):
     """Training diverged (loss above max_loss or NaN/Inf loss or gradients)."""
-
-
-@dataclass
-class TrainResult:
-    steps: int
-    best_step: int
-    best_metric: float | None
-    final_metric: float | None
-    validation_metric: str
-    examples_per_sec: float
-    stopped_early: bool
-    peak_host_rss_mb: float
-    peak_device_memory_mb: float | None
-    wall_seconds: float
-    # First-stage score fusion chosen after training (rankcore/fusion.py): mode, alpha,
-    # dev metric per alpha. None when fusion is off. Set by run_fn, not by the loop.
-    fusion: dict | None = None
-    # Training curves (the evaluation report plots them): [step, mean loss of the steps since
-    # the previous point] at every log point, and [step, validation metric] at every
-    # validation. This session's steps only: a resumed run's curves start at the resume step.
-    loss_history: list[list[float]] = field(default_factory=list)
-    validation_history: list[list[float]] = field(default_factory=list)
-    # Where this session resumed (None: it started from step 0): the checkpoint, its step and
-    # each optimizer's iteration count after the restore. Lets a retried execution (and its
-    # tests) show that it continued the killed run rather than retraining from scratch,
-    # which would end with the same weights and so cannot be told apart from the weights.
-    resumed_from: dict | None = None
-    # Where run_fn's time went (setup, train, dev_scoring, fusion; in memory also export and
-    # total, which come after train_results.json is written). Set by run_fn.
-    seconds: dict[str, float] = field(default_factory=dict)
-
-
-def peak_host_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
-
-
-def peak_device_memory_mb() -> float | None:
-    if not tf.config.list_logical_devices("GPU"):
-        return None
-    return tf.config.experimental.get_memory_info("GPU:0")["peak"] / 2**20
 
 
 def is_chief(strategy: tf.distribute.Strategy) -> bool:
@@ -118,6 +46,77 @@ def worker_dir(path: str, strategy: tf.distribute.Strategy) -> str:
         return path
     resolver = strategy.cluster_resolver
     return f"{path.rstrip('/')}.worker-{resolver.task_type}-{resolver.task_id}"
+
+
+class _Progress:
+    """The loop's log points: every log_every steps (and at the session's last step) the log
+    line, the train summaries and a loss-curve point, over the window of steps since the
+    previous point; and this session's throughput, which excludes its first step (tracing /
+    compilation)."""
+
+    def __init__(self, start: int, total_steps: int, writer: Any):
+        self.start, self.total_steps, self.writer = start, total_steps, writer
+        self.t0 = self.window_t0 = time.time()
+        self.window_examples = 0
+        self.window_loss, self.window_steps = 0.0, 0
+        self.steady_t0: float | None = None
+        self.steady_examples = 0
+        # [step, mean loss of the window] at every log point (TrainResult.loss_history).
+        self.loss_history: list[list[float]] = []
+
+    def add(self, out: dict[str, tf.Tensor]) -> None:
+        """Counts a step's examples and loss."""
+        n = int(out["examples"])
+        self.window_examples += n
+        self.window_loss += float(out["loss"])
+        self.window_steps += 1
+        if self.steady_t0 is None:
+            self.steady_t0 = time.time()
+        else:
+            self.steady_examples += n
+
+    def log(self, step: int, out: dict[str, tf.Tensor], learning_rates: dict) -> None:
+        """Logs step `step` (its `out`, the optimizers' learning rates now) and opens a new
+        window."""
+        now = time.time()
+        rate = self.window_examples / max(now - self.window_t0, 1e-9)
+        eta = (self.total_steps - step) * (now - self.t0) / max(step - self.start, 1)
+        lrs = {k: float(v) for k, v in learning_rates.items()}
+        with self.writer.as_default(step=step):
+            tf.summary.scalar("loss", out["loss"])
+            tf.summary.scalar("grad_norm", out["grad_norm"])
+            tf.summary.scalar("examples_per_sec", rate)
+            for name, lr in lrs.items():
+                tf.summary.scalar(name, lr)
+        self.loss_history.append([step, self.window_loss / self.window_steps])
+        logging.info(
+            "step %d/%d loss=%.4f grad_norm=%.3f %s %.1f ex/s eta %.0fs",
+            step,
+            self.total_steps,
+            float(out["loss"]),
+            float(out["grad_norm"]),
+            " ".join(f"{k}={v:.3g}" for k, v in lrs.items()),
+            rate,
+            eta,
+            # Structured copy for the console's progress line (pipelines/console/).
+            extra={
+                "rankpipe_progress": {
+                    "step": step,
+                    "total": self.total_steps,
+                    "loss": float(out["loss"]),
+                    "examples_per_sec": rate,
+                    "eta_seconds": eta,
+                }
+            },
+        )
+        self.window_t0, self.window_examples = now, 0
+        self.window_loss, self.window_steps = 0.0, 0
+
+    def examples_per_sec(self, end: float) -> float:
+        """Examples per second from the end of the session's first step to `end`."""
+        if self.steady_t0 and end > self.steady_t0:
+            return self.steady_examples / (end - self.steady_t0)
+        return 0.0
 
 
 class Controller:
@@ -145,51 +144,15 @@ class Controller:
         self._best_write_path = os.path.join(
             worker_dir(checkpoint_dir, strategy), BEST_DIR, "model"
         )
-
         with strategy.scope():
             self.model = task.build_model()
             self.optimizer = task.build_optimizer(self.model, total_steps)
-            self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
-            # Validation state lives in the checkpoint so a resumed run keeps the best model
-            # and the early-stopping count.
-            self.best_metric = tf.Variable(-math.inf, dtype=tf.float64, trainable=False)
-            self.best_step = tf.Variable(-1, dtype=tf.int64, trainable=False)
-            self.bad_validations = tf.Variable(0, dtype=tf.int64, trainable=False)
-            self.stopped_early = tf.Variable(False, trainable=False)
-            self.loss_scale = None
-            if keras.mixed_precision.global_policy().name == "mixed_float16":
-                self.loss_scale = tf.Variable(2.0**15, trainable=False, name="loss_scale")
-                self.good_steps = tf.Variable(0, dtype=tf.int64, trainable=False)
-        ids = tf.TensorSpec([None, None], tf.int64)
+            self._create_loop_variables()
         # A dual encoder's towers, for dev scoring (each text once) and frozen documents.
-        self._embed_fns = (
-            {
-                kind: tf.function(
-                    lambda x, f=embed: f(x, training=False),
-                    input_signature=[ids],
-                    autograph=False,
-                )
-                for kind, embed in (("q", self.model.embed_query), ("d", self.model.embed_doc))
-            }
-            if hasattr(self.model, "embed_query")
-            else None
-        )
-        # Frozen document vectors never change: each distinct document is embedded once, for
-        # the training lists and every dev scoring alike (and for this process's other
-        # Trainers of the same checkpoint).
-        # Its identity goes with the exported vectors (run_fn): the evaluator then takes
-        # documents from any fold's Trainer with the same tower.
-        self.document_tower = (
-            document_tower(
-                self.cfg.dual_encoder.checkpoint_dir,
-                self.cfg.dual_encoder.companion_checkpoint_dir,
-                self.cfg.dual_encoder.companion_weight,
-            )
-            if task.frozen_documents
-            else ""
-        )
+        self._embed_fns = towers.embed_fns(self.model)
+        self.document_tower = towers.configured_document_tower(self.cfg, task.frozen_documents)
         self.doc_cache: dict | None = (
-            frozen_document_cache(self.document_tower) if self.document_tower else None
+            towers.frozen_document_cache(self.document_tower) if self.document_tower else None
         )
         self.dataset = task.build_inputs(
             strategy,
@@ -202,13 +165,59 @@ class Controller:
         # multi-replica DistributedIterator is not trackable, so resume fast-forwards it
         # instead (the pipeline is deterministic, so the position is the same).
         self._iterator_in_checkpoint = isinstance(self.iterator, tf.__internal__.tracking.Trackable)
-        iterator_item = {"iterator": self.iterator} if self._iterator_in_checkpoint else {}
         # What of the model a checkpoint holds: a model with frozen parts (a dual encoder's
         # document tower and companion: the checkpoints' weights again at every build) names
         # the rest, so each save does not write them again (MiniLM + MPNet: 530 MB).
         model_state = (
             self.model.training_state() if hasattr(self.model, "training_state") else self.model
         )
+        self.checkpoint = tf.train.Checkpoint(**self._checkpoint_items(model_state))
+        self.manager = tf.train.CheckpointManager(
+            self.checkpoint,
+            worker_dir(checkpoint_dir, strategy),
+            max_to_keep=self.cfg.keep_checkpoints,
+        )
+        self.best_checkpoint = tf.train.Checkpoint(model=model_state)
+        # (step, loss, pre-clip gradient norm) of the steps this object ran.
+        self.history: list[tuple[int, float, float]] = []
+        self.resumed_from: dict | None = None
+        # (step, dev scores) of the last validation (exported_dev_scores reuses them).
+        self._last_dev: tuple[int, validation.DevScores] | None = None
+        # No autograph here either, as in towers.embed_fns (the step's Python loops are over
+        # static counts, its branches tf.where / the optimizers' own conds): converting the
+        # models', losses' and optimizers' source was most of the first step. With MiniLM on
+        # Cranfield the first 5 steps took 25.5 s with it and 9.1 s without, in each of the 6
+        # Trainers.
+        self._train_fn = tf.function(self._train_once, autograph=False)
+        # Inference is traced without autograph: the models' code has no tensor-dependent
+        # Python control flow, and converting every layer's source is most of a BERT-size
+        # model's trace time (MiniLM: 1.3 s without, 3.8 to 10.7 s with; export.py too).
+        ids = tf.TensorSpec([None, None], tf.int64)
+        self._score_fn = tf.function(
+            lambda q, d: tf.cast(self.model((q, d), training=False), tf.float32),
+            input_signature=[ids, ids],
+            autograph=False,
+        )
+
+    def _create_loop_variables(self) -> None:
+        """The step and the validation and loss-scale state (under the strategy's scope)."""
+        self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
+        # Validation state lives in the checkpoint so a resumed run keeps the best model
+        # and the early-stopping count.
+        self.best_metric = tf.Variable(-math.inf, dtype=tf.float64, trainable=False)
+        self.best_step = tf.Variable(-1, dtype=tf.int64, trainable=False)
+        self.bad_validations = tf.Variable(0, dtype=tf.int64, trainable=False)
+        self.stopped_early = tf.Variable(False, trainable=False)
+        self.loss_scale = None
+        if keras.mixed_precision.global_policy().name == "mixed_float16":
+            self.loss_scale = tf.Variable(2.0**15, trainable=False, name="loss_scale")
+            self.good_steps = tf.Variable(0, dtype=tf.int64, trainable=False)
+
+    def _checkpoint_items(self, model_state: tf.Module) -> dict[str, Any]:
+        """What a training checkpoint holds: the model's state, the step, the input position
+        (when the iterator is trackable), the validation state, the optimizers and the fp16
+        loss scale."""
+        iterator_item = {"iterator": self.iterator} if self._iterator_in_checkpoint else {}
         items = dict(
             model=model_state,
             step=self.step,
@@ -221,31 +230,7 @@ class Controller:
         )
         if self.loss_scale is not None:
             items.update(loss_scale=self.loss_scale, good_steps=self.good_steps)
-        self.checkpoint = tf.train.Checkpoint(**items)
-        self.manager = tf.train.CheckpointManager(
-            self.checkpoint,
-            worker_dir(checkpoint_dir, strategy),
-            max_to_keep=self.cfg.keep_checkpoints,
-        )
-        self.best_checkpoint = tf.train.Checkpoint(model=model_state)
-        # (step, loss, pre-clip gradient norm) of the steps this object ran.
-        self.history: list[tuple[int, float, float]] = []
-        self.resumed_from: dict | None = None
-        # (step, dev scores) of the last validation (exported_dev_scores reuses them).
-        self._last_dev: tuple[int, validation.DevScores] | None = None
-        # No autograph here either (the step's Python loops are over static counts, its
-        # branches tf.where / the optimizers' own conds): converting the models', losses' and
-        # optimizers' source was most of the first step. With MiniLM on Cranfield the first 5
-        # steps took 25.5 s with it and 9.1 s without, in each of the 6 Trainers.
-        self._train_fn = tf.function(self._train_once, autograph=False)
-        # Inference is traced without autograph: the models' code has no tensor-dependent
-        # Python control flow, and converting every layer's source is most of a BERT-size
-        # model's trace time (MiniLM: 1.3 s without, 3.8 to 10.7 s with; export.py too).
-        self._score_fn = tf.function(
-            lambda q, d: tf.cast(self.model((q, d), training=False), tf.float32),
-            input_signature=[ids, ids],
-            autograph=False,
-        )
+        return items
 
     # -- steps ----------------------------------------------------------------------------
     def _train_once(self, iterator) -> dict[str, tf.Tensor]:
@@ -342,6 +327,8 @@ class Controller:
         return int(self.step.numpy())
 
     def _validate_and_track(self, step: int, writer) -> float:
+        """Validates, keeps the best weights and counts validations without improvement (an
+        early stop once they reach early_stopping_patience)."""
         metric = self.validate()
         with writer.as_default(step=step):
             tf.summary.scalar(self.cfg.validation_metric, metric)
@@ -360,88 +347,47 @@ class Controller:
             float(self.best_metric.numpy()),
             int(self.best_step.numpy()),
         )
+        patience = self.cfg.early_stopping_patience
+        if patience and int(self.bad_validations.numpy()) >= patience:
+            logging.info("early stopping at step %d", step)
+            self.stopped_early.assign(True)
         return metric
+
+    def _summary_writers(self) -> tuple[Any, Any]:
+        """(train, validation) summary writers: the chief's under model_run_dir, else no-ops."""
+        if not self.chief:
+            noop = tf.summary.create_noop_writer()
+            return noop, noop
+        return (
+            tf.summary.create_file_writer(os.path.join(self.model_run_dir, "train")),
+            tf.summary.create_file_writer(os.path.join(self.model_run_dir, "validation")),
+        )
 
     def train(self, stop_at: int | None = None) -> TrainResult:
         """Runs (or resumes) training. `stop_at` ends early after that step (tests, preemption
         drills); the run can then be resumed by a new Controller over the same checkpoint_dir."""
         cfg = self.cfg
         start = self.restore()
-        if self.chief:
-            train_writer = tf.summary.create_file_writer(os.path.join(self.model_run_dir, "train"))
-            val_writer = tf.summary.create_file_writer(
-                os.path.join(self.model_run_dir, "validation")
-            )
-        else:
-            train_writer = val_writer = tf.summary.create_noop_writer()
+        train_writer, val_writer = self._summary_writers()
         last = min(self.total_steps, stop_at) if stop_at is not None else self.total_steps
-        t0 = window_t0 = time.time()
-        window_examples = 0
-        # Throughput excludes this session's first step (tracing / compilation).
-        steady_t0: float | None = None
-        steady_examples = 0
+        progress = _Progress(start, self.total_steps, train_writer)
         final_metric: float | None = None
-        loss_history: list[list[float]] = []
         validation_history: list[list[float]] = []
-        window_loss, window_steps = 0.0, 0
         step = start
         while step < last and not bool(self.stopped_early.numpy()):
             out = self._train_fn(self.iterator)
             step = int(self.step.numpy())
             self._check(step, out)
             self.history.append((step, float(out["loss"]), float(out["grad_norm"])))
-            n = int(out["examples"])
-            window_examples += n
-            window_loss += float(out["loss"])
-            window_steps += 1
-            if steady_t0 is None:
-                steady_t0 = time.time()
-            else:
-                steady_examples += n
+            progress.add(out)
             if step % cfg.log_every == 0 or step == last:
-                now = time.time()
-                rate = window_examples / max(now - window_t0, 1e-9)
-                eta = (self.total_steps - step) * (now - t0) / max(step - start, 1)
-                lrs = {k: float(v) for k, v in self.optimizer.learning_rates().items()}
-                with train_writer.as_default(step=step):
-                    tf.summary.scalar("loss", out["loss"])
-                    tf.summary.scalar("grad_norm", out["grad_norm"])
-                    tf.summary.scalar("examples_per_sec", rate)
-                    for name, lr in lrs.items():
-                        tf.summary.scalar(name, lr)
-                loss_history.append([step, window_loss / window_steps])
-                logging.info(
-                    "step %d/%d loss=%.4f grad_norm=%.3f %s %.1f ex/s eta %.0fs",
-                    step,
-                    self.total_steps,
-                    float(out["loss"]),
-                    float(out["grad_norm"]),
-                    " ".join(f"{k}={v:.3g}" for k, v in lrs.items()),
-                    rate,
-                    eta,
-                    # Structured copy for the console's progress line (pipelines/console/).
-                    extra={
-                        "rankpipe_progress": {
-                            "step": step,
-                            "total": self.total_steps,
-                            "loss": float(out["loss"]),
-                            "examples_per_sec": rate,
-                            "eta_seconds": eta,
-                        }
-                    },
-                )
-                window_t0, window_examples = now, 0
-                window_loss, window_steps = 0.0, 0
+                progress.log(step, out, self.optimizer.learning_rates())
             validate_now = bool(self.eval_files) and (
                 (cfg.validate_every and step % cfg.validate_every == 0) or step == self.total_steps
             )
             if validate_now:
                 final_metric = self._validate_and_track(step, val_writer)
                 validation_history.append([step, final_metric])
-                patience = cfg.early_stopping_patience
-                if patience and int(self.bad_validations.numpy()) >= patience:
-                    logging.info("early stopping at step %d", step)
-                    self.stopped_early.assign(True)
             # Validate before saving: the checkpoint then holds the up-to-date best state.
             if (
                 step % cfg.checkpoint_every == 0
@@ -452,7 +398,6 @@ class Controller:
         end = time.time()
         train_writer.flush()
         val_writer.flush()
-        wall = end - t0
         if self.eval_files and final_metric is None and step >= 1:
             final_metric = self.validate()  # resumed an already finished run
         best = float(self.best_metric.numpy())
@@ -462,14 +407,12 @@ class Controller:
             best_metric=best if math.isfinite(best) else None,
             final_metric=final_metric,
             validation_metric=cfg.validation_metric,
-            examples_per_sec=(
-                steady_examples / (end - steady_t0) if steady_t0 and end > steady_t0 else 0.0
-            ),
+            examples_per_sec=progress.examples_per_sec(end),
             stopped_early=bool(self.stopped_early.numpy()),
             peak_host_rss_mb=peak_host_rss_mb(),
             peak_device_memory_mb=peak_device_memory_mb(),
-            wall_seconds=wall,
-            loss_history=loss_history,
+            wall_seconds=end - progress.t0,
+            loss_history=progress.loss_history,
             validation_history=validation_history,
             resumed_from=self.resumed_from,
         )
@@ -492,10 +435,20 @@ class Controller:
             return self._last_dev[1]
         return self.score_dev()
 
-
-def write_results(result: TrainResult, model_run_dir: str) -> str:
-    tf.io.gfile.makedirs(model_run_dir)
-    path = os.path.join(model_run_dir, TRAIN_RESULTS_FILE)
-    with tf.io.gfile.GFile(path, "w") as f:
-        json.dump(asdict(result), f, indent=2)
-    return path
+    def write_dev_embeddings(self, dev: validation.DevScores, export_dir: str) -> None:
+        """Writes a dual encoder's dev vectors (`dev`: exported_dev_scores) beside the model run,
+        for the evaluator to reuse (rankcore/embeddings.py): with the fingerprint of the
+        SavedModel exported to `export_dir` and this model's document tower."""
+        embeddings.write_embeddings(
+            self.model_run_dir,
+            dev.vectors,
+            embeddings.EmbeddingsMeta(
+                model=embeddings.model_fingerprint(export_dir),
+                max_query_length=self.task.max_query_length,
+                max_doc_length=self.task.max_doc_length,
+                dim=len(next(iter(dev.vectors.values()))[1]),
+                count=len(dev.vectors),
+                split=embeddings.split_of(list(self.eval_files)),
+                document_tower=self.document_tower,
+            ),
+        )

@@ -19,6 +19,7 @@ from tfx_bsl.tfxio import tensor_adapter, tensor_representation_util
 from components.ranking_datagen import candidates, dense, outputs, tokenization
 from components.ranking_datagen.config import DatagenConfig
 from components.ranking_datagen.sampling import Group
+from rankcore import example_format
 
 _NS = "rankpipe"
 _KEY = "key"
@@ -354,18 +355,6 @@ def _dispatch_tokens(element):
         yield group_key, (position, ids)
 
 
-def _int64(values) -> tf.train.Feature:
-    return tf.train.Feature(int64_list=tf.train.Int64List(value=values))
-
-
-def _float(values) -> tf.train.Feature:
-    return tf.train.Feature(float_list=tf.train.FloatList(value=values))
-
-
-def _bytes(values) -> tf.train.Feature:
-    return tf.train.Feature(bytes_list=tf.train.BytesList(value=[v.encode() for v in values]))
-
-
 class BuildExample(beam.DoFn):
     """Group + its texts' token ids -> serialized tf.Example (schemas/ranking_examples)."""
 
@@ -384,25 +373,18 @@ class BuildExample(beam.DoFn):
         # the row (and the count above reports it).
         query_ids = query_ids if len(query_ids) else self._unk
         docs = [d if len(d) else self._unk for d in docs]
-        example = tf.train.Example(
-            features=tf.train.Features(
-                feature={
-                    "qid": _bytes([group.qid]),
-                    "docids": _bytes(group.docids),
-                    "query_ids": _int64(query_ids),
-                    "doc_ids": _int64(np.concatenate(docs)),
-                    "doc_lengths": _int64([len(d) for d in docs]),
-                    "labels": _float(group.labels),
-                    "judged": _int64(group.judged),
-                    "first_stage_scores": _float(group.scores),
-                    "first_stage_ranks": _int64(group.ranks),
-                }
-            )
+        example = example_format.serialize_group(
+            group.qid,
+            group.docids,
+            query_ids,
+            docs,
+            group.labels,
+            group.judged,
+            group.scores,
+            group.ranks,
         )
         beam.metrics.Metrics.counter(_NS, f"examples_{group.split}").inc()
-        # deterministic=True: map fields (features) otherwise serialize in hash order, which
-        # differs between processes and would break byte-identical reruns.
-        yield group.split, group.key, example.SerializeToString(deterministic=True)
+        yield group.split, group.key, example
 
 
 def shuffle_key(seed: int, key: str) -> bytes:

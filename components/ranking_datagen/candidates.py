@@ -13,16 +13,15 @@ pass, so that no process holds more than one shard of documents:
      (score descending, then docid descending), so the result does not depend on how shards
      were formed or merged.
 
-`sharded_bm25_run` chains these in one process (for tests and scripts); `bm25_run`, bm25s over
-one in-memory index of the whole corpus, is the reference the sharded scores equal exactly
-(same float32 arithmetic, see `Bm25Scorer`).
+beam_transforms.ShardedBm25 runs these steps in the pipeline. The tests' reference
+(tests/components/ranking_datagen/bm25_reference.py) chains them in one process
+(`sharded_bm25_run`) and runs bm25s over one in-memory index of the whole corpus (`bm25_run`),
+which the sharded scores equal exactly (same float32 arithmetic, see `Bm25Scorer`).
 """
 
 from __future__ import annotations
 
-import logging
 import math
-import time
 from collections import Counter
 from collections.abc import Iterable
 from typing import NamedTuple
@@ -45,53 +44,6 @@ def rank_run(
     return ranked
 
 
-def bm25_run(
-    documents: Iterable[tuple[str, str]],
-    queries: dict[str, str],
-    depth: int,
-    k1: float,
-    b: float,
-) -> dict[str, dict[str, float]]:
-    """BM25 top-`depth` per query with bm25s (Lucene variant, English stopwords), over one
-    in-memory index of all `documents`.
-
-    The reference for the sharded BM25 the pipeline runs (`sharded_bm25_run`, and the Beam
-    steps in beam_transforms.py); tests and the datagen benchmark's single-process reference
-    use it. Among documents tied at the cut bm25s keeps an arbitrary subset.
-    """
-    import bm25s
-
-    start = time.time()
-    docids, texts = [], []
-    for docid, text in documents:
-        docids.append(docid)
-        texts.append(text)
-    retriever = bm25s.BM25(k1=k1, b=b, method="lucene")
-    retriever.index(bm25s.tokenize(texts, stopwords="en", show_progress=False), show_progress=False)
-    qids = sorted(queries)
-    k = min(depth, len(docids))
-    results, scores = retriever.retrieve(
-        bm25s.tokenize([queries[q] for q in qids], stopwords="en", show_progress=False),
-        k=k,
-        show_progress=False,
-        n_threads=0,
-    )
-    run: dict[str, dict[str, float]] = {}
-    for qid, idx_row, score_row in zip(qids, results, scores):
-        # bm25s returns zero-score padding when fewer than k documents match: drop it.
-        run[qid] = {
-            docids[i]: float(s) for i, s in zip(np.asarray(idx_row), np.asarray(score_row)) if s > 0
-        }
-    logging.info(
-        "BM25 retrieved top-%d for %d queries over %d documents in %.1fs",
-        k,
-        len(qids),
-        len(docids),
-        time.time() - start,
-    )
-    return run
-
-
 # ------------------------------------------------------------------------------------------
 # Sharded BM25 with global statistics
 # ------------------------------------------------------------------------------------------
@@ -104,8 +56,9 @@ _TFC_DTYPE = (np.zeros(1, np.float32) + np.float64(1.0)).dtype
 
 
 def tokenize_for_bm25(texts: list[str]) -> list[list[str]]:
-    """bm25s's own tokenizer as `bm25_run` uses it (lowercase, `\\b\\w\\w+\\b`, English
-    stopwords), as token strings: a text's tokens do not depend on the other texts."""
+    """bm25s's own tokenizer as a bm25s index of the corpus uses it (lowercase,
+    `\\b\\w\\w+\\b`, English stopwords), as token strings: a text's tokens do not depend on the
+    other texts."""
     import bm25s
 
     if not texts:
@@ -359,33 +312,9 @@ class TopCandidates:
         return self._kept
 
 
-def sharded_bm25_run(
-    documents: Iterable[tuple[str, str]],
-    queries: dict[str, str],
-    depth: int,
-    k1: float,
-    b: float,
-    shard_size: int,
-) -> dict[str, dict[str, float]]:
-    """The sharded BM25 of the pipeline in one process, shards of `shard_size` documents in
-    order: the same result as `bm25_run` (exact scores), with ties at the cut kept by docid
-    descending. Returns qid -> {docid: score} for every query (empty when nothing matches)."""
-    docs = list(documents)
-    tokens = query_tokens(queries)
-    terms = {t for ts in tokens.values() for t in ts}
-    shards = [index_shard(docs[i : i + shard_size], terms) for i in range(0, len(docs), shard_size)]
-    stats = EMPTY_STATISTICS
-    for shard in shards:
-        stats = stats.merge(shard_statistics(shard))
-    scorer = Bm25Scorer(tokens, stats, k1, b)
-    merged = TopCandidates(depth)
-    for shard in shards:
-        merged.add(scorer.score(shard, depth))
-    return run_from_candidates(candidate_lists(merged.result(), scorer.qids), queries)
-
-
 def run_from_candidates(
     merged: dict[str, list[tuple[float, str]]], queries: Iterable[str]
 ) -> dict[str, dict[str, float]]:
-    """qid -> {docid: score} for every qid in `queries` (sorted), as `bm25_run` returns it."""
+    """qid -> {docid: score} for every qid in `queries` (sorted), as bm25s's single index
+    gives it (the tests' `bm25_run`)."""
     return {qid: {docid: score for score, docid in merged.get(qid, [])} for qid in sorted(queries)}

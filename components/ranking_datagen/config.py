@@ -132,8 +132,9 @@ CROSS_VALIDATION_FOLDS = "cross_validation_folds"
 
 def cross_validation_folds(value: int, split_cfg: SplitConfig) -> int:
     """The checked fold count k of the `cross_validation_folds` property (0: off), which is
-    `evaluator.cross_validation.folds` (pipelines/config.py checks it with this too). The folds
-    are `datagen.split`'s kfold hash, so that split must be kfold with num_folds = k."""
+    `evaluator.cross_validation.folds` (pipelines/config_checks.py checks it with this too).
+    The folds are `datagen.split`'s kfold hash, so that split must be kfold with num_folds = k.
+    """
     if not value:
         return 0
     folds.check_folds(value)

@@ -14,6 +14,7 @@ from typing import Any
 import tensorflow as tf
 
 from components.ranking_datagen.constants import SUMMARY_JSON, SUMMARY_MD
+from rankcore import trec
 from rankcore.file_io import write_text_atomic
 
 
@@ -26,14 +27,9 @@ def split_dir(examples_dir: str, split: str) -> str:
 
 
 def write_run(path: str, ranked: dict[str, list[tuple[str, float, int]]], run_id: str) -> None:
-    """TREC run, ranks 1..n in trec_eval order. Scores keep full precision (repr): rounding
-    could create ties that trec_eval would break differently from our ranks."""
-    lines = [
-        f"{qid} Q0 {docid} {rank} {score!r} {run_id}\n"
-        for qid in sorted(ranked)
-        for docid, score, rank in ranked[qid]
-    ]
-    write_text_atomic(path, "".join(lines))
+    """The first stage's TREC run through rankcore/trec.py's one writer. Ranks are the
+    positions (candidates.rank_run and dense.join_candidates number them 1..n in order)."""
+    trec.write_run(path, {q: [(d, s) for d, s, _ in docs] for q, docs in ranked.items()}, run_id)
 
 
 def write_qrels(path: str, qrels: dict[str, dict[str, int]]) -> None:

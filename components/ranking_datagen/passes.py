@@ -1,4 +1,5 @@
-"""The two Beam pipelines of RankingDataGen (executor.py runs them and decides in between).
+"""The two Beam pipelines of RankingDataGen (generate.py runs them and planner.py decides in
+between).
 
 Data the driver hands to a pipeline (queries, the docids to look for, the groups) goes through
 pickle files in the work directory, read by the workers, rather than into closures or
@@ -161,6 +162,9 @@ class CollectionPass(NamedTuple):
     counters: dict[str, int]
 
 
+_PASS1_FILES = ("documents", "found", "bad_count", "bad_examples", "duplicates", "bm25", "dense")
+
+
 def collection_pass(
     make_pipeline: Callable[[], beam.Pipeline],
     coll: CollectionConfig,
@@ -176,18 +180,7 @@ def collection_pass(
     retrieval of hybrid candidates (if `cfg.hybrid.checkpoint_dir`), and keeps the texts of the
     needed and retrieved documents for pass 2, which so does not read the corpus again."""
     pass_dir = os.path.join(work_dir, "pass1")
-    files = {
-        name: os.path.join(pass_dir, f"{name}.json")
-        for name in (
-            "documents",
-            "found",
-            "bad_count",
-            "bad_examples",
-            "duplicates",
-            "bm25",
-            "dense",
-        )
-    }
+    files = {name: os.path.join(pass_dir, f"{name}.json") for name in _PASS1_FILES}
     queries_path = write_pickle(os.path.join(pass_dir, "queries.pkl"), queries)
     query_tokens_path = (
         write_pickle(os.path.join(pass_dir, "query_tokens.pkl"), candidates.query_tokens(queries))
@@ -204,62 +197,11 @@ def collection_pass(
     def build(p: beam.Pipeline) -> None:
         batches_and_bad = p | "ReadDocuments" >> read
         batches, bad = batches_and_bad["batches"], batches_and_bad["bad"]
-        _ = (
-            batches
-            | "BatchSizes" >> beam.Map(len)
-            | "CountDocuments" >> beam.CombineGlobally(sum)
-            | "WriteCount" >> beam.Map(_write_json, files["documents"])
-        )
-        _ = (
-            bad
-            | "CountBad" >> beam.combiners.Count.Globally()
-            | "WriteBadCount" >> beam.Map(_write_json, files["bad_count"])
-        )
-        _ = (
-            bad
-            | "FirstBad" >> beam.combiners.Top.Smallest(collection_io.MAX_EXAMPLES)
-            | "WriteBad"
-            >> beam.Map(lambda b: _write_json([list(r) for r in b], files["bad_examples"]))
-        )
-        if len(read.paths) > 1:
-            # The readers check duplicates within a file; across files it takes a shuffle.
-            _ = (
-                batches
-                | "IdFile" >> beam.FlatMap(lambda batch: [(d[0], (d[2], d[3])) for d in batch])
-                | "GroupIds" >> beam.GroupByKey()
-                | "Repeated" >> beam.Filter(lambda kv: len(kv[1]) > 1)
-                | "SortFiles" >> beam.Map(lambda kv: (kv[0], sorted(kv[1])))
-                | "Duplicates" >> beam.combiners.ToDict()
-                | "WriteDuplicates" >> beam.Map(_write_json, files["duplicates"])
-            )
+        _count_documents(batches, bad, files, len(read.paths) > 1)
         if learn_vocab_to:
-            query_batches = (
-                p
-                | "QueriesFile" >> beam.Create([queries_path])
-                | "Queries"
-                >> beam.FlatMap(lambda path: _batched(sorted(read_pickle(path).items())))
-            )
-            _ = (
-                (batches, query_batches)
-                | "AllTexts" >> beam.Flatten()
-                | "WordCounts" >> beam_transforms.CountAllWords(cfg.vocab.lowercase)
-                | "LearnVocabulary" >> beam.Map(_learn_vocabulary, cfg.vocab.size, learn_vocab_to)
-            )
+            _learn_vocabulary_from(p, batches, queries_path, cfg, learn_vocab_to)
         if need_bm25:
-            # Sharded: each batch of documents is a shard, scored with global statistics
-            # (beam_transforms.ShardedBm25); no step holds more than one batch of documents.
-            query_tokens = (
-                p
-                | "QueryTokensFile" >> beam.Create([query_tokens_path])
-                | "QueryTokens" >> beam.Map(read_pickle)
-            )
-            bm25 = cfg.bm25
-            candidate_sets = (
-                (batches, query_tokens)
-                | "BM25" >> beam_transforms.ShardedBm25(cfg.candidates_depth, bm25.k1, bm25.b)
-                | "WriteBM25"
-                >> beam.Map(_write_bm25, beam.pvalue.AsSingleton(query_tokens), files["bm25"])
-            )
+            candidate_sets = _bm25_candidates(p, batches, query_tokens_path, cfg, files["bm25"])
         else:
             candidate_sets = p | "NoCandidates" >> beam.Create([])
         if cfg.hybrid.checkpoint_dir:
@@ -269,20 +211,7 @@ def collection_pass(
                 | "WriteDense" >> beam.Map(_write_dense, files["dense"])
             )
             candidate_sets = (candidate_sets, dense_sets) | "AllCandidates" >> beam.Flatten()
-        wanted = batches | "Wanted" >> beam.ParDo(
-            _KeepWanted(needed_path), candidate_sets=beam.pvalue.AsList(candidate_sets)
-        )
-        _ = (
-            wanted
-            | "DocIds" >> beam.Map(lambda d: d[0])
-            | "FoundDocIds" >> beam.combiners.ToList()
-            | "WriteFound" >> beam.Map(lambda ids: _write_json(sorted(ids), files["found"]))
-        )
-        _ = (
-            wanted
-            | "TextLines" >> beam.Map(lambda d: json.dumps(list(d)))
-            | "WriteTexts" >> beam.io.WriteToText(texts_prefix, file_name_suffix=".jsonl")
-        )
+        _keep_wanted(batches, needed_path, candidate_sets, files["found"], texts_prefix)
 
     counters = run_pipeline(make_pipeline, build)
     return CollectionPass(
@@ -295,6 +224,110 @@ def collection_pass(
         dense=_read_json(files["dense"]) if cfg.hybrid.checkpoint_dir else None,
         text_files=sorted(tf.io.gfile.glob(texts_prefix + "*")),
         counters=counters,
+    )
+
+
+def _count_documents(
+    batches: beam.PCollection, bad: beam.PCollection, files: dict[str, str], several_files: bool
+) -> None:
+    """Pass 1's counts into `files`: documents, bad records and the first of them, and (with
+    `several_files`) the docids found in more than one file."""
+    _ = (
+        batches
+        | "BatchSizes" >> beam.Map(len)
+        | "CountDocuments" >> beam.CombineGlobally(sum)
+        | "WriteCount" >> beam.Map(_write_json, files["documents"])
+    )
+    _ = (
+        bad
+        | "CountBad" >> beam.combiners.Count.Globally()
+        | "WriteBadCount" >> beam.Map(_write_json, files["bad_count"])
+    )
+    _ = (
+        bad
+        | "FirstBad" >> beam.combiners.Top.Smallest(collection_io.MAX_EXAMPLES)
+        | "WriteBad" >> beam.Map(lambda b: _write_json([list(r) for r in b], files["bad_examples"]))
+    )
+    if several_files:
+        # The readers check duplicates within a file; across files it takes a shuffle.
+        _ = (
+            batches
+            | "IdFile" >> beam.FlatMap(lambda batch: [(d[0], (d[2], d[3])) for d in batch])
+            | "GroupIds" >> beam.GroupByKey()
+            | "Repeated" >> beam.Filter(lambda kv: len(kv[1]) > 1)
+            | "SortFiles" >> beam.Map(lambda kv: (kv[0], sorted(kv[1])))
+            | "Duplicates" >> beam.combiners.ToDict()
+            | "WriteDuplicates" >> beam.Map(_write_json, files["duplicates"])
+        )
+
+
+def _learn_vocabulary_from(
+    p: beam.Pipeline,
+    batches: beam.PCollection,
+    queries_path: str,
+    cfg: DatagenConfig,
+    path: str,
+) -> None:
+    """The WordPiece vocabulary learned from the word counts of documents and queries."""
+    query_batches = (
+        p
+        | "QueriesFile" >> beam.Create([queries_path])
+        | "Queries" >> beam.FlatMap(lambda path: _batched(sorted(read_pickle(path).items())))
+    )
+    _ = (
+        (batches, query_batches)
+        | "AllTexts" >> beam.Flatten()
+        | "WordCounts" >> beam_transforms.CountAllWords(cfg.vocab.lowercase)
+        | "LearnVocabulary" >> beam.Map(_learn_vocabulary, cfg.vocab.size, path)
+    )
+
+
+def _bm25_candidates(
+    p: beam.Pipeline,
+    batches: beam.PCollection,
+    query_tokens_path: str | None,
+    cfg: DatagenConfig,
+    path: str,
+) -> beam.PCollection:
+    """The BM25 run written to `path`; returns its docids (one set).
+
+    Sharded: each batch of documents is a shard, scored with global statistics
+    (beam_transforms.ShardedBm25); no step holds more than one batch of documents."""
+    query_tokens = (
+        p
+        | "QueryTokensFile" >> beam.Create([query_tokens_path])
+        | "QueryTokens" >> beam.Map(read_pickle)
+    )
+    bm25 = cfg.bm25
+    return (
+        (batches, query_tokens)
+        | "BM25" >> beam_transforms.ShardedBm25(cfg.candidates_depth, bm25.k1, bm25.b)
+        | "WriteBM25" >> beam.Map(_write_bm25, beam.pvalue.AsSingleton(query_tokens), path)
+    )
+
+
+def _keep_wanted(
+    batches: beam.PCollection,
+    needed_path: str,
+    candidate_sets: beam.PCollection,
+    found_path: str,
+    texts_prefix: str,
+) -> None:
+    """The needed and candidate documents: their docids (sorted, JSON) to `found_path`, their
+    texts as JSON lines under `texts_prefix` for pass 2."""
+    wanted = batches | "Wanted" >> beam.ParDo(
+        _KeepWanted(needed_path), candidate_sets=beam.pvalue.AsList(candidate_sets)
+    )
+    _ = (
+        wanted
+        | "DocIds" >> beam.Map(lambda d: d[0])
+        | "FoundDocIds" >> beam.combiners.ToList()
+        | "WriteFound" >> beam.Map(lambda ids: _write_json(sorted(ids), found_path))
+    )
+    _ = (
+        wanted
+        | "TextLines" >> beam.Map(lambda d: json.dumps(list(d)))
+        | "WriteTexts" >> beam.io.WriteToText(texts_prefix, file_name_suffix=".jsonl")
     )
 
 

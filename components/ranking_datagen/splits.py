@@ -48,6 +48,15 @@ def read_qid_list(path: str) -> list[tuple[int, str]]:
     return out
 
 
+def _listed_again(
+    path: str, line: int, first: tuple[str, int], problem: str, outcome: str = ""
+) -> BadRecord:
+    """A qid listed again at `path`:`line`: the bad record says `problem`, where the qid was
+    first listed (`first`: file, line) and then `outcome`."""
+    first_path, first_line = first
+    return BadRecord(path, line, f"{problem} ({first_path}:{first_line}){outcome}")
+
+
 class ExplicitSplit(NamedTuple):
     assignment: dict[str, str]  # qid -> split
     where: dict[str, tuple[str, int]]  # qid -> (list file, line)
@@ -62,15 +71,8 @@ def explicit_split(train: str, dev: str, test: str) -> ExplicitSplit:
     for split, path in zip(SPLITS, (train, dev, test)):
         for line, qid in read_qid_list(path):
             if qid in assignment:
-                first_path, first_line = where[qid]
-                bad.append(
-                    BadRecord(
-                        path,
-                        line,
-                        f"duplicate qid {qid!r}: already in the {assignment[qid]} split "
-                        f"({first_path}:{first_line})",
-                    )
-                )
+                problem = f"duplicate qid {qid!r}: already in the {assignment[qid]} split"
+                bad.append(_listed_again(path, line, where[qid], problem))
                 continue
             assignment[qid] = split
             where[qid] = (path, line)
@@ -119,14 +121,9 @@ def qrels_file_split(
             if assignment.get(qid) == split:
                 continue
             if qid in assignment:
-                first_path, first_line = where[qid]
+                problem = f"qid {qid!r} is judged in the {assignment[qid]} file too"
                 bad.append(
-                    BadRecord(
-                        path,
-                        line,
-                        f"qid {qid!r} is judged in the {assignment[qid]} file too "
-                        f"({first_path}:{first_line}): kept in {split} only",
-                    )
+                    _listed_again(path, line, where[qid], problem, f": kept in {split} only")
                 )
             assignment[qid] = split
             where[qid] = (path, line)

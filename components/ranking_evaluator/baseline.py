@@ -1,37 +1,26 @@
 """The baseline a candidate is compared with: the model currently served.
 
 The Pusher writes blessed models to `<destination>/<version>/` (integer versions, saved_model.pb
-written last; components/ranking_pusher/executor.py) and TF Serving serves the newest complete
-one. That model is the baseline, whatever runner pushed it: LocalDagRunner, Kubeflow and Vertex
-read the same directory, so no orchestrator-specific lookup (such as TFX's Resolver, which the
-open-source KFP backend cannot run) is needed. The version directory is the SavedModel itself,
-next to its model card (model_card.json), which records the evaluation it passed.
+written last; the layout is components/push_destination.py) and TF Serving serves the newest
+complete one. That model is the baseline, whatever runner pushed it: LocalDagRunner, Kubeflow
+and Vertex read the same directory, so no orchestrator-specific lookup (such as TFX's Resolver,
+which the open-source KFP backend cannot run) is needed. The version directory is the
+SavedModel itself, next to its model card (model_card.json), which records the evaluation it
+passed.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 from dataclasses import dataclass
 from typing import Any
 
-import tensorflow as tf
-
-from components.ranking_pusher import model_card
-from components.ranking_pusher.executor import SAVED_MODEL_FILE, existing_versions
+# ServedModel and served_model live with the rest of the push destination's layout (the Pusher
+# writes it); imported here for this module's readers, as before.
+from components.push_destination import ServedModel, served_model
 from rankcore import lineage
 
-
-@dataclass(frozen=True)
-class ServedModel:
-    """One pushed version under the push destination."""
-
-    path: str  # <destination>/<version>: a SavedModel directory
-    version: int
-    model_uri: str | None  # the Trainer's Model artifact it was pushed from (its model card)
-    # What it was trained for (rankcore/lineage.py), from its card; None: not recorded.
-    lineage: dict[str, Any] | None = None
+__all__ = ["BaselineChoice", "ServedModel", "find_baseline", "served_model"]
 
 
 @dataclass(frozen=True)
@@ -40,44 +29,6 @@ class BaselineChoice:
 
     served: ServedModel | None
     skipped: str | None = None  # a sentence for the verdict: why no comparison was made
-
-
-def _read_card(path: str) -> dict[str, Any]:
-    card = os.path.join(path, model_card.CARD_JSON)
-    if not tf.io.gfile.exists(card):
-        return {}
-    try:
-        with tf.io.gfile.GFile(card) as f:
-            data = json.load(f)
-        return data if isinstance(data, dict) else {}
-    except ValueError as e:
-        logging.warning("Unreadable model card %s (%s): its model is not identified", card, e)
-        return {}
-
-
-def served_model(destination: str) -> ServedModel | None:
-    """The newest version under `destination` that holds a complete SavedModel, or None.
-
-    A version without saved_model.pb is a push in progress (or a broken one) on an object
-    store, where the Pusher writes in place with saved_model.pb last: it is skipped, as TF
-    Serving skips it. Works on any tf.io.gfile filesystem (local, gs://, ...).
-    """
-    if not destination:
-        return None
-    for version in sorted(existing_versions(destination), reverse=True):
-        path = os.path.join(destination, str(version))
-        if tf.io.gfile.exists(os.path.join(path, SAVED_MODEL_FILE)):
-            card = _read_card(path)
-            model = card.get("model") if isinstance(card.get("model"), dict) else {}
-            data = card.get("data") if isinstance(card.get("data"), dict) else {}
-            return ServedModel(
-                path=path,
-                version=version,
-                model_uri=model.get("uri"),
-                lineage=data.get(lineage.RECORD_KEY),
-            )
-        logging.warning("%s has no %s: not a baseline candidate", path, SAVED_MODEL_FILE)
-    return None
 
 
 def find_baseline(

@@ -310,7 +310,7 @@ def _md_table(rows: list[list[str]]) -> list[str]:
 
 def _warnings(metrics: dict) -> list[str]:
     """metrics.json `warnings` not already among the failed rules (with require_significance
-    the small-sample warning is a reason too, see executor.py)."""
+    the small-sample warning is a reason too, see measuring.decide)."""
     return [w for w in metrics.get("warnings") or [] if w not in metrics["reasons"]]
 
 

@@ -4,7 +4,7 @@
     ranked = rerank_run("outputs/serving/rankpipe-demo", "bm25.run", "topics.jsonl", "docs.jsonl")
     write_run(ranked, "reranked.run")
 
-What the Pusher ships (<destination>/<version>/, components/ranking_pusher/executor.py) is a
+What the Pusher ships (<destination>/<version>/, components/push_destination.py) is a
 SavedModel that scores raw text (trainer_module/export.py). Each query's candidates go through its
 `rank_candidates` signature in one call, with their first-stage scores from the run: that is the
 ranking the RankingEvaluator judged and blessed (the "candidate" run: the reranker fused with the
@@ -23,12 +23,13 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 
+from components.push_destination import SAVED_MODEL_FILE, served_model
+from rankcore import trec
 from rankcore.constants import RANK_SIGNATURE
 from rankcore.metrics import rank_documents, read_run
 
 __all__ = ["format_run", "model_path", "rerank_run", "write_run"]
 
-SAVED_MODEL_FILE = "saved_model.pb"  # components/ranking_pusher/executor.py's
 SCORE_KINDS = {"fused": "fused_score", "reranker": "reranker_score"}  # rank_candidates' outputs
 DEFAULT_RUNID = "rankpipe"
 
@@ -38,16 +39,13 @@ Ranked = dict[str, list[tuple[str, float]]]
 def model_path(model: str) -> str:
     """`model` when it is a SavedModel directory (one version, <destination>/<version>); for a
     push destination, its newest complete version, the one TF Serving serves
-    (baseline.served_model, the evaluator's own lookup of the served model)."""
+    (push_destination.served_model, the evaluator's own lookup of its baseline)."""
     import tensorflow as tf
 
     if tf.io.gfile.exists(os.path.join(model, SAVED_MODEL_FILE)):
         return model
     if not tf.io.gfile.isdir(model):
         raise FileNotFoundError(f"{model}: no such directory (a pushed model or push destination)")
-    # Only here: the lookup imports TFX's Pusher (seconds), which a version path does not need.
-    from components.ranking_evaluator.baseline import served_model
-
     served = served_model(model)
     if served is None:
         raise FileNotFoundError(
@@ -103,7 +101,7 @@ def _load(model_dir: str):
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (registers the tokenizer ops the graph holds)
 
-    # As the evaluator loads it (scoring._LoadedModel), without its Beam machinery.
+    # As the evaluator loads it (embedding._LoadedModel), without its Beam machinery.
     return tf.saved_model.load(model_dir)
 
 
@@ -169,24 +167,24 @@ def rerank_run(
     return ranked
 
 
-def format_run(ranked: Mapping[str, list[tuple[str, float]]], runid: str = DEFAULT_RUNID) -> str:
-    """TREC run text, `qid Q0 docid rank score runid`, queries in sorted order and each list in
-    its given order (rank 1 first). Scores with repr(): they read back as the same floats, so
-    trec_eval ranks the file as it was ranked here (the evaluator's run files do the same)."""
+def _check_runid(runid: str) -> None:
     if not runid or any(c.isspace() for c in runid):
         raise ValueError(f"runid must be one word, got {runid!r}")
-    return "".join(
-        f"{qid} Q0 {docid} {rank} {score!r} {runid}\n"
-        for qid in sorted(ranked)
-        for rank, (docid, score) in enumerate(ranked[qid], 1)
-    )
+
+
+def format_run(ranked: Mapping[str, list[tuple[str, float]]], runid: str = DEFAULT_RUNID) -> str:
+    """TREC run text, `qid Q0 docid rank score runid`, queries in sorted order and each list in
+    its given order (rank 1 first), written by rankcore.trec as every run of the pipeline: scores
+    with repr(), so they read back as the same floats and trec_eval ranks the file as it was
+    ranked here. A runid that is not one word is a ValueError."""
+    _check_runid(runid)
+    return trec.format_run(ranked, runid)
 
 
 def write_run(
     ranked: Mapping[str, list[tuple[str, float]]], path: str, runid: str = DEFAULT_RUNID
 ) -> None:
     """`format_run` to `path` (local or any tf.io.gfile URI) through a temporary file and a
-    rename: a reader never sees a half-written run."""
-    from rankcore.file_io import write_text_atomic
-
-    write_text_atomic(path, format_run(ranked, runid))
+    rename: a reader never sees a half-written run (rankcore.trec.write_run)."""
+    _check_runid(runid)
+    trec.write_run(path, ranked, runid)

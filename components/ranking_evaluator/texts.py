@@ -22,6 +22,7 @@ from typing import Any
 import tensorflow as tf
 
 from components.artifacts import VOCAB_FILE
+from rankcore import example_format as fmt
 from rankcore.metrics import rank_documents
 
 TOP_DOCUMENTS = 3  # documents shown per system and listed query
@@ -99,17 +100,14 @@ def read_token_ids(
     missing_docs = {d for docs in wanted.values() for d in docs}
     if not files or not wanted:
         return queries, documents
-    keys = {
-        "qid": tf.io.FixedLenFeature([], tf.string),
-        "docids": tf.io.VarLenFeature(tf.string),
-    }
+    keys = fmt.spec(fmt.QID, fmt.DOCIDS)
     dataset = tf.data.TFRecordDataset(
         files, compression_type="GZIP", num_parallel_reads=min(4, len(files))
     ).batch(_READ_BATCH)
     for batch in dataset:
         parsed = tf.io.parse_example(batch, keys)
-        qids = parsed["qid"].numpy()
-        first_doc = tf.sparse.to_dense(parsed["docids"], default_value=b"").numpy()[:, 0]
+        qids = parsed[fmt.QID].numpy()
+        first_doc = tf.sparse.to_dense(parsed[fmt.DOCIDS], default_value=b"").numpy()[:, 0]
         records = batch.numpy()
         for qid_bytes, doc_bytes, record in zip(qids, first_doc, records):
             qid, docid = qid_bytes.decode(), doc_bytes.decode()
@@ -121,10 +119,10 @@ def read_token_ids(
                 continue
             feature = tf.train.Example.FromString(record).features.feature
             if need_query:
-                queries[qid] = list(feature["query_ids"].int64_list.value)
+                queries[qid] = list(feature[fmt.QUERY_IDS].int64_list.value)
             if need_doc:
-                ids = feature["doc_ids"].int64_list.value
-                lengths = feature["doc_lengths"].int64_list.value
+                ids = feature[fmt.DOC_IDS].int64_list.value
+                lengths = feature[fmt.DOC_LENGTHS].int64_list.value
                 documents[docid] = list(ids[: lengths[0]] if lengths else ids)
                 missing_docs.discard(docid)
         if len(queries) == len(wanted) and not missing_docs:

@@ -28,12 +28,18 @@ from tfx.utils import path_utils, proto_utils
 
 from components.executor_types import Artifacts
 from components.executor_types import ExecProperties as Props
+from components.push_destination import (
+    CARD_JSON,
+    CARD_MD,
+    METRICS_FILE,
+    SAVED_MODEL_FILE,
+    existing_versions,
+    version_path,
+)
 from components.ranking_datagen.constants import SUMMARY_JSON
-from components.ranking_evaluator.constants import METRICS_FILE
 from components.ranking_pusher import model_card
 from rankcore.fusion import read_fusion
 
-SAVED_MODEL_FILE = "saved_model.pb"
 EVALUATION_KEY = "evaluation"
 DATAGEN_SUMMARY_KEY = "datagen_summary"
 MODEL_CARD_CONFIG_KEY = "model_card_config"
@@ -41,14 +47,6 @@ MODEL_CARD_CONFIG_KEY = "model_card_config"
 
 class VersionExistsError(RuntimeError):
     """Could not find a version directory that does not exist yet."""
-
-
-def existing_versions(base: str) -> list[int]:
-    """TF Serving's versions under `base`: the sub-directories named by an integer."""
-    if not tf.io.gfile.isdir(base):
-        return []
-    names = (name.rstrip("/") for name in tf.io.gfile.listdir(base))
-    return sorted(int(name) for name in names if name.isdigit())
 
 
 def next_version(base: str, now: float | None = None) -> int:
@@ -101,7 +99,7 @@ def push_new_version(
     local = "://" not in base
     for _ in range(attempts):
         version = str(next_version(base, now))
-        target = os.path.join(base, version)
+        target = version_path(base, version)
         if tf.io.gfile.exists(target):
             continue
         files = extra_files(version, target) if extra_files else {}
@@ -128,13 +126,13 @@ def find_pushed_version(base: str, model_uri: str) -> tuple[str, str] | None:
     model again; pushing it once more would only add a duplicate version.
     """
     for version in sorted(existing_versions(base), reverse=True):
-        path = os.path.join(base, str(version), model_card.CARD_JSON)
+        path = os.path.join(version_path(base, version), CARD_JSON)
         if not tf.io.gfile.exists(path):
             continue
         with tf.io.gfile.GFile(path) as f:
             card = json.load(f)
         if card.get("model", {}).get("uri") == model_uri:
-            return str(version), os.path.join(base, str(version))
+            return str(version), version_path(base, version)
     return None
 
 
@@ -206,8 +204,8 @@ class Executor(pusher_executor.Executor):
                 fusion=read_fusion(path_utils.serving_model_path(model.uri)),
             )
             return {
-                model_card.CARD_JSON: json.dumps(card, indent=2),
-                model_card.CARD_MD: model_card.markdown(card),
+                CARD_JSON: json.dumps(card, indent=2),
+                CARD_MD: model_card.markdown(card),
             }
 
         already = find_pushed_version(fs.base_directory, model.uri)
@@ -224,6 +222,4 @@ class Executor(pusher_executor.Executor):
         # Archive copy in the PushedModel artifact, as the standard Pusher keeps one.
         copy_model(model_path, pushed.uri, files)
         self._MarkPushed(pushed, pushed_destination=serving_path, pushed_version=version)
-        pushed.set_string_custom_property(
-            "model_card", os.path.join(serving_path, model_card.CARD_MD)
-        )
+        pushed.set_string_custom_property("model_card", os.path.join(serving_path, CARD_MD))

@@ -6,11 +6,10 @@ import datetime
 import json
 from typing import Any
 
-from components.ranking_evaluator.constants import BLESSED, MAIN_METRIC
+from components.push_destination import BLESSED, MAIN_METRIC
 from rankcore import feedback
 from rankcore.constants import RANK_SIGNATURE, SCORE_SIGNATURE, SERVING_SIGNATURE
 
-CARD_MD, CARD_JSON = "model_card.md", "model_card.json"
 # The measures the card's table leads with (then the rest of the evaluation's measures).
 _CONFIG_SECTIONS = ("collection", "datagen", "trainer", "evaluator")
 _HEADLINE = ("ndcg_cut_10", "map", "recip_rank", "mrr_cut_10", "P_10", "recall_100")
@@ -131,18 +130,10 @@ def _metrics_table(ev: dict[str, Any]) -> list[str]:
     return lines
 
 
-def markdown(card: dict[str, Any]) -> str:
-    name = card.get("pipeline_name") or "rankpipe"
+def _model_section(card: dict[str, Any]) -> list[str]:
+    """ "## Model": architecture and training, the fusion it ranks with, its signatures."""
     trainer = card["config"].get("trainer", {})
-    lines = [
-        f"# Model card: {name} reranker, version {card['version']}",
-        "",
-        f"Pushed {card['pushed_at']} to `{card['serving_path']}` from the Trainer's model "
-        f"`{card['model']['uri']}` (MLMD artifact {card['model']['mlmd_id']}).",
-        "",
-        "## Model",
-        "",
-    ]
+    lines = ["## Model", ""]
     if trainer:
         lines += [
             f"- architecture: `{trainer.get('model')}`, loss `{trainer.get('loss')}`",
@@ -178,8 +169,12 @@ def markdown(card: dict[str, Any]) -> str:
             )
     lines += [f"- signature `{k}`: {v}" for k, v in card["signatures"].items()]
     usage = USAGE.format(path=card["serving_path"]).rstrip()
-    lines += ["", "Scoring raw text:", "", "```python", usage, "```"]
-    lines += ["", "## Data", ""]
+    return [*lines, "", "Scoring raw text:", "", "```python", usage, "```"]
+
+
+def _data_section(card: dict[str, Any]) -> list[str]:
+    """ "## Data": the datagen summary's counts and the datagen config's first stage and text."""
+    lines = ["## Data", ""]
     data = card.get("data")
     datagen = card["config"].get("datagen", {})
     collection = card["config"].get("collection", {})
@@ -200,42 +195,68 @@ def markdown(card: dict[str, Any]) -> str:
         ]
     if not data and not datagen:
         lines.append("- not recorded (the Pusher was given no datagen summary or config)")
+    return lines
+
+
+def _cross_validation_lines(ev: dict[str, Any], cv: dict[str, Any]) -> list[str]:
+    """What the cross-validated figures are, and each fold's."""
+    return [
+        f"Cross-validated: each query was ranked by the model of the fold branch that "
+        f"never saw it ({cv['folds']} fold models, each tuned on its next fold). The "
+        "figures below are that recipe's; this model is the same recipe trained on "
+        "every fold but its dev fold, which chose its checkpoint and alpha.",
+        "",
+        *(
+            f"- fold {f['fold']}: {f['queries']} queries, alpha "
+            f"{_fmt(f['alpha'])}, {ev[MAIN_METRIC]} "
+            f"{_fmt(f[ev[MAIN_METRIC]]['candidate'])} (first stage "
+            f"{_fmt(f[ev[MAIN_METRIC]]['first_stage'])})"
+            for f in cv["per_fold"]
+        ),
+        "",
+    ]
+
+
+def _evaluation_section(card: dict[str, Any]) -> list[str]:
+    """ "## The evaluation it passed": the verdict, its checks and the metrics table."""
     ev = card.get("evaluation")
-    lines += ["", "## The evaluation it passed", ""]
-    if ev:
-        cv = ev.get("cross_validation")
-        where = f"the {ev['split']} split" if not cv else f"all queries, {cv['folds']}-fold"
-        lines += [
-            f"**{'BLESSED' if ev['blessed'] else 'NOT BLESSED'}** by RankingEvaluator on "
-            f"{where} ({ev['num_queries']} queries, {ev['candidates_scored']} "
-            f"candidates), evaluation `{ev['uri']}`.",
-            "",
-        ]
-        if cv:
-            lines += [
-                f"Cross-validated: each query was ranked by the model of the fold branch that "
-                f"never saw it ({cv['folds']} fold models, each tuned on its next fold). The "
-                "figures below are that recipe's; this model is the same recipe trained on "
-                "every fold but its dev fold, which chose its checkpoint and alpha.",
-                "",
-                *(
-                    f"- fold {f['fold']}: {f['queries']} queries, alpha "
-                    f"{_fmt(f['alpha'])}, {ev[MAIN_METRIC]} "
-                    f"{_fmt(f[ev[MAIN_METRIC]]['candidate'])} (first stage "
-                    f"{_fmt(f[ev[MAIN_METRIC]]['first_stage'])})"
-                    for f in cv["per_fold"]
-                ),
-                "",
-            ]
-        lines += [f"- passed: {c}" for c in ev["checks"]]
-        lines += [f"- failed: {r}" for r in ev["reasons"]]
-        heading = "## Metrics vs the first stage"
-        if "baseline" in ev["aggregate"]:
-            heading += " and the model served before"
-            if ev.get("baseline_version") is not None:
-                heading += f" (version {ev['baseline_version']})"
-        lines += ["", heading, "", *_metrics_table(ev)]
-    else:
-        lines.append("- not recorded (the Pusher was given no evaluation)")
+    lines = ["## The evaluation it passed", ""]
+    if not ev:
+        return [*lines, "- not recorded (the Pusher was given no evaluation)"]
+    cv = ev.get("cross_validation")
+    where = f"the {ev['split']} split" if not cv else f"all queries, {cv['folds']}-fold"
+    lines += [
+        f"**{'BLESSED' if ev['blessed'] else 'NOT BLESSED'}** by RankingEvaluator on "
+        f"{where} ({ev['num_queries']} queries, {ev['candidates_scored']} "
+        f"candidates), evaluation `{ev['uri']}`.",
+        "",
+    ]
+    if cv:
+        lines += _cross_validation_lines(ev, cv)
+    lines += [f"- passed: {c}" for c in ev["checks"]]
+    lines += [f"- failed: {r}" for r in ev["reasons"]]
+    heading = "## Metrics vs the first stage"
+    if "baseline" in ev["aggregate"]:
+        heading += " and the model served before"
+        if ev.get("baseline_version") is not None:
+            heading += f" (version {ev['baseline_version']})"
+    return [*lines, "", heading, "", *_metrics_table(ev)]
+
+
+def markdown(card: dict[str, Any]) -> str:
+    """model_card.md: `card` (`build`'s dict) as Markdown, one section per part of it."""
+    name = card.get("pipeline_name") or "rankpipe"
+    lines = [
+        f"# Model card: {name} reranker, version {card['version']}",
+        "",
+        f"Pushed {card['pushed_at']} to `{card['serving_path']}` from the Trainer's model "
+        f"`{card['model']['uri']}` (MLMD artifact {card['model']['mlmd_id']}).",
+        "",
+        *_model_section(card),
+        "",
+        *_data_section(card),
+        "",
+        *_evaluation_section(card),
+    ]
     lines += ["", "## Config", "", "```json", json.dumps(card["config"], indent=2), "```"]
     return "\n".join(lines) + "\n"

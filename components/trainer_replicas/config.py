@@ -44,8 +44,10 @@ class TrainerReplicasConfig:
     # tfjob: seconds the job may run before it is stopped (runPolicy.activeDeadlineSeconds);
     # 0: no limit.
     active_deadline_seconds: int = 0
-    # vertex: the Google Cloud project and region of the CustomJob.
+    # vertex: the Google Cloud project of the CustomJob.
     vertex_project: str | None = None
+    # vertex: the Google Cloud region the CustomJob runs in (its Vertex AI endpoint), e.g.
+    # europe-west4.
     vertex_region: str = "us-central1"
     # vertex: each replica's machine (machine_spec.machine_type).
     vertex_machine_type: str = "n1-standard-8"

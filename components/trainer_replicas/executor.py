@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from tfx.components.trainer import executor as trainer_executor
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import json_utils
 
+from components.executor_types import Artifacts
+from components.executor_types import ExecProperties as Props
 from components.trainer_replicas import tfjob
 from components.trainer_replicas.config import TrainerReplicasConfig
 
@@ -16,11 +16,11 @@ from components.trainer_replicas.config import TrainerReplicasConfig
 TFJOB_KEY = "rankpipe_tfjob"
 
 
-def _uris(artifacts: dict[str, list[Any]]) -> dict[str, list[str]]:
+def _uris(artifacts: Artifacts) -> dict[str, list[str]]:
     return {key: [a.uri for a in items] for key, items in artifacts.items()}
 
 
-def _with_uris(artifacts: dict[str, list[Any]], uris: dict[str, list[str]]) -> str:
+def _with_uris(artifacts: Artifacts, uris: dict[str, list[str]]) -> str:
     """TFX's artifact JSON of copies of `artifacts` at `uris`."""
     copies = artifact_utils.parse_artifact_dict(artifact_utils.jsonify_artifact_dict(artifacts))
     for key, items in copies.items():
@@ -33,12 +33,7 @@ class TFJobTrainerExecutor(trainer_executor.GenericExecutor):
     """TFX's Trainer executor, run as a Kubeflow Training Operator TFJob (tfjob.run_tfjob):
     every replica runs TFX's GenericExecutor (replica.py) with this execution's input."""
 
-    def Do(
-        self,
-        input_dict: dict[str, list[Any]],
-        output_dict: dict[str, list[Any]],
-        exec_properties: dict[str, Any],
-    ) -> None:
+    def Do(self, input_dict: Artifacts, output_dict: Artifacts, exec_properties: Props) -> None:
         self._log_startup(input_dict, output_dict, exec_properties)
         custom = json_utils.loads(
             exec_properties.get(standard_component_specs.CUSTOM_CONFIG_KEY) or "null"

@@ -21,11 +21,13 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
 
 from tfx.components.trainer import executor as trainer_executor
 from tfx.components.util import udf_utils
 from tfx.types import artifact_utils
+
+from components.executor_types import Artifacts
+from components.executor_types import ExecProperties as Props
 
 
 def replica_role(environ: dict[str, str] | None = None) -> tuple[str, int, bool]:
@@ -55,12 +57,7 @@ class ReplicaExecutor(trainer_executor.GenericExecutor):
     check that the model exists after run_fn: its export is a collective's scratch copy that
     run_fn deletes (only the chief's is kept), so that check can only hold on the chief."""
 
-    def Do(
-        self,
-        input_dict: dict[str, list[Any]],
-        output_dict: dict[str, list[Any]],
-        exec_properties: dict[str, Any],
-    ) -> None:
+    def Do(self, input_dict: Artifacts, output_dict: Artifacts, exec_properties: Props) -> None:
         kind, index, chief = replica_role()
         if chief:
             return super().Do(input_dict, output_dict, exec_properties)

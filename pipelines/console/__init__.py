@@ -5,7 +5,7 @@ Quiet (the default): the console gets one line per component as it starts and as
 then the summary; everything else, at full verbosity, goes to a log file under the pipeline
 root. Verbose (`-v`): every log record on the console as well, nothing redirected.
 
-One module per concern, this package re-exporting what pipelines/cli.py and the tests use:
+One module per concern, this package re-exporting what pipelines/commands.py and the tests use:
 - capture.py: the log file, and fds 1 and 2 pointed at it (C++ code and child processes);
 - records.py: TFX's LocalDagRunner log records and the Trainer's progress record -> lines;
 - run_console.py: RunConsole, the lines themselves;

@@ -64,8 +64,12 @@ def _layer_norm(arch: BertArchitecture, name: str) -> keras.layers.LayerNormaliz
     return keras.layers.LayerNormalization(epsilon=arch.layer_norm_eps, name=name)
 
 
-class BertSelfAttention(keras.layers.Layer):
-    """Multi-head self-attention + output projection, add & LayerNorm (BertAttention)."""
+class _Block(keras.layers.Layer):
+    """A block of an encoder layer (BertSelfAttention, BertLayer): its sublayers made by
+    `_create` from the checkpoint's architecture and the encoder's dropout rates, dropping out
+    with the encoder's generator. Both end as transformers' BertSelfOutput and BertOutput do
+    (`_add_and_norm`): Dense `output_dense`, dropout, add the block's input, LayerNorm
+    `output_norm`."""
 
     def __init__(
         self,
@@ -76,6 +80,20 @@ class BertSelfAttention(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
+        self._create(arch, hidden_dropout, attention_dropout, generator)
+
+    def _create(self, arch, hidden_dropout, attention_dropout, generator) -> None:
+        raise NotImplementedError
+
+    def _add_and_norm(self, x: tf.Tensor, hidden: tf.Tensor, training: bool) -> tf.Tensor:
+        out = self.dropout(self.output_dense(hidden), training=training)
+        return self.output_norm(x + out)
+
+
+class BertSelfAttention(_Block):
+    """Multi-head self-attention + output projection, add & LayerNorm (BertAttention)."""
+
+    def _create(self, arch, hidden_dropout, attention_dropout, generator) -> None:
         self.num_heads = arch.num_heads
         self.head_size = arch.hidden_size // arch.num_heads
         self.query = keras.layers.Dense(arch.hidden_size, name="query")
@@ -101,22 +119,13 @@ class BertSelfAttention(keras.layers.Layer):
         probs = self.probs_dropout(tf.cast(probs, v.dtype), training=training)
         context = tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3])
         context = tf.reshape(context, [batch, length, self.num_heads * self.head_size])
-        out = self.dropout(self.output_dense(context), training=training)
-        return self.output_norm(x + out)
+        return self._add_and_norm(x, context, training)
 
 
-class BertLayer(keras.layers.Layer):
+class BertLayer(_Block):
     """BertLayer: attention block, then intermediate (activation) + output, add & LayerNorm."""
 
-    def __init__(
-        self,
-        arch: BertArchitecture,
-        hidden_dropout: float,
-        attention_dropout: float,
-        generator: tf.random.Generator,
-        **kwargs,
-    ):
-        super().__init__(**kwargs)
+    def _create(self, arch, hidden_dropout, attention_dropout, generator) -> None:
         self.attention = BertSelfAttention(
             arch, hidden_dropout, attention_dropout, generator, name="attention"
         )
@@ -129,8 +138,7 @@ class BertLayer(keras.layers.Layer):
 
     def call(self, x: tf.Tensor, key_bias: tf.Tensor, training: bool = False) -> tf.Tensor:
         x = self.attention(x, key_bias, training=training)
-        out = self.dropout(self.output_dense(self.intermediate(x)), training=training)
-        return self.output_norm(x + out)
+        return self._add_and_norm(x, self.intermediate(x), training)
 
 
 class BertEncoder(keras.layers.Layer):

@@ -4,7 +4,10 @@ parse_trec_qrels / parse_trec_run counterpart).
 As in trec_eval v10 (rank column ignored, runid from the last line, '#' comments) but stricter:
 what trec_eval would atol()/atof() to 0 is an error here. The one place rankpipe parses these
 formats for metrics: the evaluator, the Trainer's validation and `rankpipe eval` all read
-through it.
+through it. (RankingDataGen takes the user's collection files with its own readers,
+components/ranking_datagen/readers/trec.py, lenient per `datagen.on_bad_record` like its other
+collection formats; the same records on well-formed files, see below.) The runs rankpipe
+writes come from rankcore/trec.py.
 
 `read_qrels` also reads the other judgment formats the pipeline takes as `collection.qrels`
 (`QRELS_FORMATS`, the names of components/ranking_datagen/readers' registry): BEIR's

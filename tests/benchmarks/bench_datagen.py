@@ -177,6 +177,7 @@ def run_reference(collection: dict, datagen: dict, out_dir: Path) -> dict:
     """RankingDataGen's work in one plain Python process (see the module docstring)."""
     import numpy as np
     import tensorflow as tf
+    from bm25_reference import bm25_run  # tests/components/ranking_datagen
 
     from components.ranking_datagen import (
         beam_transforms,
@@ -225,7 +226,7 @@ def run_reference(collection: dict, datagen: dict, out_dir: Path) -> dict:
 
     t = time.perf_counter()
     bm25 = datagen["bm25"]
-    run = candidates.bm25_run(
+    run = bm25_run(
         sorted(docs.items()), queries, datagen["candidates_depth"], bm25["k1"], bm25["b"]
     )
     ranked = candidates.rank_run(run, datagen["candidates_depth"])

@@ -24,9 +24,10 @@ Systems (per collection):
                   candidate lists, with feedback (FROZEN_DOCUMENTS; what cranfield.yaml ships)
   ce-fine-tuned   the same data with model=bert (the MiniLM cross-encoder) and CE_RECIPE
   de-feedback     zero-shot, BM25's candidates, with pseudo-relevance feedback tuned on dev
-                  (trainer.feedback: tuned; rankcore/feedback.py), from BM25's top documents
+                  (trainer.ranking.feedback.mode: tuned; rankcore/feedback.py), from BM25's
+                  top documents
   de-feedback-fused  the same, feedback from the top of the fused first pass
-                  (trainer.feedback_from: fused; cranfield.yaml)
+                  (trainer.ranking.feedback.source: fused; cranfield.yaml)
   de-hybrid       zero-shot with hybrid candidates (datagen.hybrid: MiniLM's dense top 100
                   over the whole corpus joined to BM25's top 100; docs/datagen.md)
 
@@ -69,7 +70,7 @@ CE_RECIPE = [
     "trainer.encoder_learning_rate=3e-5",
     "trainer.batch_size=8",
     "trainer.train_steps=80",
-    "trainer.feedback=none",  # feedback moves a dual encoder's vectors: none here
+    "trainer.ranking.feedback.mode=none",  # feedback moves a dual encoder's vectors: none here
     "trainer.dual_encoder.frozen_documents=false",
     "datagen.sampling.mode=listwise",
     "datagen.sampling.negatives_per_positive=3",
@@ -125,15 +126,15 @@ SYSTEMS = {
     "knrm": ("knrm", []),
     "de-zero-shot": (
         "dual",
-        [*ZERO_SHOT, "datagen.hybrid.checkpoint_dir=null", "trainer.feedback=none"],
+        [*ZERO_SHOT, "datagen.hybrid.checkpoint_dir=null", "trainer.ranking.feedback.mode=none"],
     ),
     "de-feedback": (
         "dual",
         [
             *ZERO_SHOT,
             "datagen.hybrid.checkpoint_dir=null",
-            "trainer.feedback=tuned",
-            "trainer.feedback_from=first_stage",
+            "trainer.ranking.feedback.mode=tuned",
+            "trainer.ranking.feedback.source=first_stage",
         ],
     ),
     "de-feedback-fused": (
@@ -141,8 +142,8 @@ SYSTEMS = {
         [
             *ZERO_SHOT,
             "datagen.hybrid.checkpoint_dir=null",
-            "trainer.feedback=tuned",
-            "trainer.feedback_from=fused",
+            "trainer.ranking.feedback.mode=tuned",
+            "trainer.ranking.feedback.source=fused",
         ],
     ),
     "de-hybrid": (
@@ -155,8 +156,8 @@ SYSTEMS = {
         [
             *FROZEN_DOCUMENTS,
             "datagen.hybrid.checkpoint_dir=null",
-            "trainer.feedback=tuned",
-            "trainer.feedback_from=first_stage",
+            "trainer.ranking.feedback.mode=tuned",
+            "trainer.ranking.feedback.source=first_stage",
         ],
     ),
     "ce-fine-tuned": ("dual", CE_RECIPE),

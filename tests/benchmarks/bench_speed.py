@@ -198,7 +198,7 @@ def main() -> None:
             "bench-speed",
             [
                 "evaluator.cross_validation.folds=0",
-                "trainer.feedback=none",
+                "trainer.ranking.feedback.mode=none",
                 "trainer.train_steps=0",
                 "trainer.dual_encoder.frozen_documents=false",
             ],

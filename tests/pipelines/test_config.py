@@ -70,7 +70,7 @@ def test_cranfield_paths_resolve_to_shared_data(shared_data: Path, fake_minilm: 
     config = load_config("cranfield")
     assert Path(config.collection.documents) == shared_data / "cranfield" / "cran.all.1400"
     assert config.collection.documents_format == "cranfield"
-    assert config.trainer.model == "dual_encoder" and config.trainer.fusion == "tuned"
+    assert config.trainer.model == "dual_encoder" and config.trainer.ranking.fusion.mode == "tuned"
     assert config.trainer.dual_encoder.checkpoint_dir == str(fake_minilm)
     assert config.datagen.vocab.vocab_file == str(fake_minilm / "vocab.txt")
 

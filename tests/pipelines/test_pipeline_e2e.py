@@ -48,7 +48,7 @@ OVERRIDES = [
 # on its own: the reasons name both (a mutation that drops either rule turns a test below red).
 WORSE = [
     "trainer.train_steps=1",
-    "trainer.fusion=none",
+    "trainer.ranking.fusion.mode=none",
     "evaluator.min_delta_vs_first_stage=0.0",
     "evaluator.min_delta_vs_baseline=0.0",
 ]

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from rankcore import fusion
+from rankcore import fusion, ranking
 
 # One query, three candidates. minmax(reranker) = (0, 0.5, 1), minmax(first stage) = (1, 0.5, 0).
 RERANKER = {"q": {"a": 1.0, "b": 2.0, "c": 3.0}}
@@ -30,8 +30,13 @@ def test_fuse_run_weights_reranker_by_alpha(alpha: float, want: dict[str, float]
 
 def test_in_graph_fusion_uses_the_same_alpha() -> None:
     r, fs = tf.constant([1.0, 2.0, 3.0]), tf.constant([30.0, 20.0, 10.0])
-    fused = 0.25 * fusion.minmax_tf(r) + 0.75 * fusion.minmax_tf(fs)
+    fused = ranking.fuse(r, fs, 0.25, ranking.tensorflow())
+    assert fused.dtype == tf.float64
     np.testing.assert_allclose(fused.numpy(), fusion.fuse(r.numpy(), fs.numpy(), 0.25))
+    # Equal scores normalise to 0 in the graph too; an empty list stays empty.
+    flat = ranking.minmax(tf.constant([2.0, 2.0]), ranking.tensorflow())
+    assert flat.numpy().tolist() == [0.0, 0.0] == fusion.minmax(np.array([2.0, 2.0])).tolist()
+    assert fusion.minmax(np.array([])).shape == (0,)
 
 
 def test_tune_alpha_picks_the_best_grid_alpha_larger_on_ties() -> None:

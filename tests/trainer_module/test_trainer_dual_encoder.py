@@ -14,7 +14,7 @@ import tfx.v1 as tfx
 import trainer_testdata
 from apache_beam.metrics.metric import MetricsFilter
 
-from components.ranking_evaluator import scoring
+from components.ranking_evaluator import scoring, stored_vectors
 from rankcore import embeddings, feedback, fusion
 from rankcore.encoders import hf_checkpoint
 from rankcore.metrics import aggregate, compute_metrics, rank_documents
@@ -24,6 +24,9 @@ from trainer_module.run_fn import read_vocab, run_fn
 
 QUERIES = ["alpha beta", "gamma", "delta epsilon zeta", ""]
 DOCS = ["alpha beta gamma", "gamma gamma delta", "zeta", "omega"]
+
+
+FEEDBACK_TUNED = {"feedback": {"mode": "tuned"}}  # the trainer.ranking section
 
 
 def _config(checkpoint_dir: str, **overrides):
@@ -603,7 +606,7 @@ def test_evaluator_checks_reused_vectors_and_embeds_changed_texts(
     the split is scored again from scratch; a text whose tokens changed is embedded again."""
     args, _ = zero_shot
     want, _ = _score_dev_split(args, tmp_path, "fresh", None)
-    monkeypatch.setattr(scoring, "CHECK_EVERY", 1)  # check every reused text (in process)
+    monkeypatch.setattr(stored_vectors, "CHECK_EVERY", 1)  # check every reused text (in process)
     wrong = _rewrite(args, str(tmp_path / "wrong"), lambda d, v: (d, np.roll(v, 1)))
     got, phases = _score_dev_split(args, tmp_path, "wrong", wrong)
     _assert_same_run(got, want)
@@ -686,7 +689,7 @@ def test_feedback_is_chosen_with_alpha_on_the_dev_queries_where_it_helps(bert_ch
     """Either source of feedback documents; from the fused first pass, each alpha tried
     rescores with that alpha."""
     from trainer_module.run_fn import choose_fusion
-    from trainer_module.training import TrainResult
+    from trainer_module.train_results import TrainResult
 
     dev = _feedback_dev() if source == "first_stage" else _fused_feedback_dev()
     stored = {k: v for k, (_, v) in dev.vectors.items()}
@@ -699,7 +702,8 @@ def test_feedback_is_chosen_with_alpha_on_the_dev_queries_where_it_helps(bert_ch
 
     plain = choose_fusion(_config(bert_checkpoint, train_steps=0), dev, result())
     assert "feedback" not in plain
-    cfg = _config(bert_checkpoint, train_steps=0, feedback="tuned", feedback_from=source)
+    tuned_from = {"feedback": {"mode": "tuned", "source": source}}
+    cfg = _config(bert_checkpoint, train_steps=0, ranking=tuned_from)
     tuned = choose_fusion(cfg, dev, result())
     # The argmax over every (feedback setting, alpha), ties to no feedback, then larger alpha.
     table = {}
@@ -718,13 +722,15 @@ def test_feedback_is_chosen_with_alpha_on_the_dev_queries_where_it_helps(bert_ch
     assert table[chosen] == pytest.approx(best, abs=1e-12)
     assert tuned["dev_fused"] > plain["dev_fused"] + 0.02
     if source == "fused":  # where the first stage's top is noise, the fused first pass helps
-        cfg = _config(bert_checkpoint, train_steps=0, feedback="tuned")
+        cfg = _config(bert_checkpoint, train_steps=0, ranking=FEEDBACK_TUNED)
         assert tuned["dev_fused"] > choose_fusion(cfg, dev, result())["dev_fused"] + 0.05
     assert tuned["dev_reranker_without_feedback"] == pytest.approx(metric(dev.run))
     # Feedback that cannot help (every document the same distance from everything) stays off.
     flat = dev._replace(vectors={k: ([], np.full(16, 0.25, np.float32)) for k in dev.vectors})
     flat = flat._replace(run={q: {d: 1.0 for d in docs} for q, docs in dev.run.items()})
-    off = choose_fusion(_config(bert_checkpoint, train_steps=0, feedback="tuned"), flat, result())
+    off = choose_fusion(
+        _config(bert_checkpoint, train_steps=0, ranking=FEEDBACK_TUNED), flat, result()
+    )
     assert off["feedback"] == feedback.OFF
 
 

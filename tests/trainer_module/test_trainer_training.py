@@ -6,7 +6,8 @@ import pytest
 import tensorflow as tf
 import trainer_testdata
 
-from trainer_module.training import DivergenceError, write_results
+from trainer_module.train_results import write_results
+from trainer_module.training import DivergenceError
 
 
 def _weights(controller) -> list[np.ndarray]:

@@ -16,14 +16,14 @@ import logging
 import tensorflow as tf
 import tf_keras as keras
 
-from rankcore.encoders import hf_checkpoint
 from rankcore.encoders.bert import POOLER, BertEncoder, GeneratorDropout
-from rankcore.encoders.hf_checkpoint import BertArchitecture, BertCheckpoint
+from rankcore.encoders.hf_checkpoint import BertArchitecture
 from trainer_module.config import BertConfig
+from trainer_module.models.encoder_model import EncoderModel, open_model_checkpoint
 from trainer_module.models.transformer import frame_pair
 
 
-class BertCrossEncoder(keras.Model):
+class BertCrossEncoder(EncoderModel):
     """(query ids [B, Lq], doc ids [B, Ld]) -> scores [B]; 0 = [PAD] anywhere in the inputs."""
 
     def __init__(
@@ -36,15 +36,14 @@ class BertCrossEncoder(keras.Model):
         pretrained_pooler: bool,
         **kwargs,
     ):
-        super().__init__(**kwargs)
-        self.arch = arch
-        self.cls_id, self.sep_id = cls_id, sep_id
-        self.rng = tf.random.Generator.from_seed(seed)
-        hidden, attention = hf_checkpoint.dropout_rates(
-            arch, cfg.hidden_dropout, cfg.attention_dropout
-        )
+        super().__init__(arch, cfg, cls_id, sep_id, seed, **kwargs)
         self.encoder = BertEncoder(
-            arch, hidden, attention, self.rng, cfg.pooler and pretrained_pooler, name="encoder"
+            arch,
+            self.hidden_dropout,
+            self.attention_dropout,
+            self.rng,
+            cfg.pooler and pretrained_pooler,
+            name="encoder",
         )
         # Without pretrained pooler weights the pooler is part of the new head.
         self.pooler = (
@@ -82,13 +81,6 @@ class BertCrossEncoder(keras.Model):
         pooled = self.head_dropout(pooled, training=training)
         return tf.squeeze(self.score(pooled), axis=-1)
 
-    def checkpoint_variables(self) -> dict[str, tuple[tf.Variable, bool]]:
-        return self.encoder.checkpoint_variables()
-
-    def load_checkpoint(self, checkpoint: BertCheckpoint) -> None:
-        """Assigns every encoder variable its checkpoint tensor (call after building)."""
-        hf_checkpoint.load_into(self.checkpoint_variables(), checkpoint)
-
 
 def build_bert(
     cfg: BertConfig,
@@ -98,11 +90,10 @@ def build_bert(
     max_query_length: int,
     max_doc_length: int,
 ) -> BertCrossEncoder:
-    """Reads the checkpoint, checks it fits the data, builds the model and loads the weights."""
-    if not cfg.checkpoint_dir:
-        raise ValueError("trainer config: bert.checkpoint_dir is required for model=bert")
-    checkpoint, cls_id, sep_id = hf_checkpoint.open_checkpoint(
-        cfg.checkpoint_dir, "bert", vocab_size, vocab, max_query_length + max_doc_length + 3
+    """Reads the checkpoint, checks it fits the data ([CLS] q [SEP] d [SEP] within its
+    positions), builds the cross-encoder and loads the weights (the pooler's if it has one)."""
+    checkpoint, cls_id, sep_id = open_model_checkpoint(
+        "bert", cfg, vocab_size, vocab, max_query_length + max_doc_length + 3
     )
     arch = checkpoint.arch
     pretrained_pooler = f"{POOLER}.weight" in checkpoint.tensors
@@ -117,7 +108,6 @@ def build_bert(
         pretrained_pooler,
         name="bert",
     )
-    dummy = tf.ones([1, 2], tf.int64)
-    model((dummy, dummy), training=False)  # create the variables, then overwrite them
+    model.create_variables()
     model.load_checkpoint(checkpoint)
     return model

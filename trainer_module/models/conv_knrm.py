@@ -9,19 +9,14 @@ import tf_keras as keras
 
 from trainer_module.config import ConvKnrmConfig
 from trainer_module.models.kernel_pooling import KernelPooling, token_mask
+from trainer_module.models.knrm import word_embedding
 
 
 class ConvKnrm(keras.Model):
     def __init__(self, vocab_size: int, cfg: ConvKnrmConfig, embeddings_initializer: Any, **kwargs):
         super().__init__(**kwargs)
         self.max_ngram = cfg.max_ngram
-        self.embedding = keras.layers.Embedding(
-            vocab_size,
-            cfg.embedding_dim,
-            embeddings_initializer=embeddings_initializer,
-            trainable=cfg.trainable_embeddings,
-            name="embedding",
-        )
+        self.embedding = word_embedding(vocab_size, cfg, embeddings_initializer)
         self.convs = [
             keras.layers.Conv1D(cfg.filters, h, activation="relu", name=f"ngram_conv_{h}")
             for h in range(1, cfg.max_ngram + 1)

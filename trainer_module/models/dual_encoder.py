@@ -39,16 +39,16 @@ import math
 from collections.abc import Callable
 
 import tensorflow as tf
-import tf_keras as keras
 
 from rankcore.encoders import hf_checkpoint
 from rankcore.encoders.bert import BertEncoder
 from rankcore.encoders.hf_checkpoint import BertArchitecture
 from rankcore.encoders.sentence import frame_single, framer, mean_pool
 from trainer_module.config import DualEncoderConfig
+from trainer_module.models.encoder_model import EncoderModel, open_model_checkpoint
 
 
-class DualEncoder(keras.Model):
+class DualEncoder(EncoderModel):
     """(query ids [B, Lq], doc ids [B, Ld]) -> cosine similarity [B] (float32)."""
 
     def __init__(
@@ -61,15 +61,11 @@ class DualEncoder(keras.Model):
         companion: hf_checkpoint.BertCheckpoint | None = None,
         **kwargs,
     ):
-        super().__init__(**kwargs)
-        self.arch = arch
-        self.cls_id, self.sep_id = cls_id, sep_id
-        self.rng = tf.random.Generator.from_seed(seed)
-        hidden, attention = hf_checkpoint.dropout_rates(
-            arch, cfg.hidden_dropout, cfg.attention_dropout
-        )
+        super().__init__(arch, cfg, cls_id, sep_id, seed, **kwargs)
         # Mean pooling reads no pooler: the checkpoint's pooler (if any) stays unloaded.
-        self.encoder = BertEncoder(arch, hidden, attention, self.rng, False, name="encoder")
+        self.encoder = BertEncoder(
+            arch, self.hidden_dropout, self.attention_dropout, self.rng, False, name="encoder"
+        )
         self.document_encoder = None
         if cfg.frozen_documents:
             self.document_encoder = BertEncoder(
@@ -146,10 +142,6 @@ class DualEncoder(keras.Model):
         state.rng = self.rng
         return state
 
-    def checkpoint_variables(self) -> dict[str, tuple[tf.Variable, bool]]:
-        """The trained (query) encoder's variables by Hugging Face tensor name."""
-        return self.encoder.checkpoint_variables()
-
 
 def build_dual_encoder(
     cfg: DualEncoderConfig,
@@ -159,17 +151,10 @@ def build_dual_encoder(
     max_query_length: int,
     max_doc_length: int,
 ) -> DualEncoder:
-    """Reads the checkpoint, checks it fits the data, builds the model and loads the weights."""
-    if not cfg.checkpoint_dir:
-        raise ValueError(
-            "trainer config: dual_encoder.checkpoint_dir is required for model=dual_encoder"
-        )
-    checkpoint, cls_id, sep_id = hf_checkpoint.open_checkpoint(
-        cfg.checkpoint_dir,
-        "dual_encoder",
-        vocab_size,
-        vocab,
-        max(max_query_length, max_doc_length) + 2,
+    """Reads the checkpoint (and the companion's), checks they fit the data ([CLS] text [SEP]
+    of the longer side within their positions), builds the towers and loads the weights."""
+    checkpoint, cls_id, sep_id = open_model_checkpoint(
+        "dual_encoder", cfg, vocab_size, vocab, max(max_query_length, max_doc_length) + 2
     )
     companion = None
     if cfg.companion_checkpoint_dir:
@@ -179,9 +164,8 @@ def build_dual_encoder(
             max(max_query_length, max_doc_length) + 2,
         )
     model = DualEncoder(checkpoint.arch, cfg, cls_id, sep_id, seed, companion, name="dual_encoder")
-    dummy = tf.ones([1, 2], tf.int64)
-    model((dummy, dummy), training=False)  # create the variables, then overwrite them
-    hf_checkpoint.load_into(model.checkpoint_variables(), checkpoint)
+    model.create_variables()
+    model.load_checkpoint(checkpoint)  # the trained (query) encoder
     if model.document_encoder is not None:  # the frozen tower starts as the checkpoint too
         hf_checkpoint.load_into(model.document_encoder.checkpoint_variables(), checkpoint)
     if companion is not None:

@@ -1,8 +1,14 @@
 """TREC formats: qrels, runs, SGML documents and topics.
 
 Why one module: all four come from NIST's TREC ad hoc tracks and are read by trec_eval, whose
-behaviour is the reference for the two line formats (this reader and
-``rankcore/metrics/readers.py`` must accept the same files).
+behaviour is the reference for the two line formats. The metrics read them with
+``rankcore/metrics/readers.py`` (strict, trec_eval's own tokenizing: first error raised);
+these readers take the user's collection files as every other collection format is taken
+(``base``: gzip by name, one BadRecord per bad line under ``on_bad_record``, the format
+sniffed when the first record fails). On well-formed files both give the same records
+(tests/components/ranking_evaluator/test_eval_cli.py holds them to it on the shared
+collections); on malformed ones each keeps its own rules and messages. rankpipe writes runs
+in one place, ``rankcore/trec.py``, whose column names the run reader's messages use.
 
 Upstream specs:
   * qrels ``TOPIC ITERATION DOCUMENT# RELEVANCY``: https://trec.nist.gov/data/qrels_eng/
@@ -22,6 +28,7 @@ from collections.abc import Iterator, Sequence
 from typing import ClassVar, NamedTuple
 
 from components.ranking_datagen.readers import base
+from rankcore.trec import RUN_COLUMNS
 
 # --------------------------------------------------------------------------------------------
 # Line formats: qrels, runs
@@ -48,7 +55,7 @@ class TrecRun(base.PairReader):
 
     kind = base.RUN
     COLUMNS = base.Columns(
-        ("qid", "Q0", "docid", "rank", "score", "runid"),
+        RUN_COLUMNS,
         {"rank": base.integer("rank"), "score": base.finite_float("score")},
         extra_ignored=True,
     )

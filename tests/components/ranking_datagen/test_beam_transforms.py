@@ -10,6 +10,7 @@ import apache_beam as beam
 import pytest
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
+from bm25_reference import bm25_run, sharded_bm25_run
 from datagen_testlib import load_collection
 
 from components.ranking_datagen import beam_transforms, candidates
@@ -59,6 +60,6 @@ def test_sharded_bm25_in_beam_equals_the_single_index(
     # No scoring step holds more than one batch (shard) of documents: one element per batch.
     assert shards == {"count": -(-1400 // batch_size), "sum": 1400, "max": min(batch_size, 1400)}
     docs, queries = load_collection(shared_data, "cranfield")
-    assert run == candidates.sharded_bm25_run(docs, queries, DEPTH, 0.9, 0.4, 1024)
-    everything = candidates.bm25_run(docs, queries, len(docs), 0.9, 0.4)
+    assert run == sharded_bm25_run(docs, queries, DEPTH, 0.9, 0.4, 1024)
+    everything = bm25_run(docs, queries, len(docs), 0.9, 0.4)
     assert candidates.rank_run(run, DEPTH) == candidates.rank_run(everything, DEPTH)

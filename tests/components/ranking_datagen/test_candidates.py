@@ -1,5 +1,6 @@
 """Unit tests of components.ranking_datagen.candidates (no Beam): trec_eval ranking, bm25s, and
-the sharded BM25 against bm25s over one index on Cranfield and the MS MARCO DL19 subset."""
+the sharded BM25 against bm25s over one index on Cranfield and the MS MARCO DL19 subset (the
+references: bm25_reference.py)."""
 
 from __future__ import annotations
 
@@ -7,15 +8,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from bm25_reference import bm25_run, sharded_bm25_run
 from datagen_testlib import load_collection
 
-from components.ranking_datagen.candidates import (
-    ShardTop,
-    TopCandidates,
-    bm25_run,
-    rank_run,
-    sharded_bm25_run,
-)
+from components.ranking_datagen.candidates import ShardTop, TopCandidates, rank_run
 from components.ranking_datagen.readers import TrecRun
 
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from components.push_destination import CARD_JSON
 from components.ranking_evaluator.baseline import (
     BaselineChoice,
     ServedModel,
     find_baseline,
     served_model,
 )
-from components.ranking_pusher import model_card
 from components.ranking_pusher.executor import push_new_version
 from rankcore import lineage
 
@@ -34,7 +34,7 @@ def _saved_model(path: Path) -> Path:
 def _card(model_uri: str, record: dict | None = DEMO):
     def files(version: str, path: str) -> dict[str, str]:
         card = {"version": version, "model": {"uri": model_uri}, "data": {"lineage": record}}
-        return {model_card.CARD_JSON: json.dumps(card)}
+        return {CARD_JSON: json.dumps(card)}
 
     return files
 

@@ -28,7 +28,7 @@ SETTINGS = [
     "trainer.train_steps=40",
     "trainer.checkpoint_every=20",
     "trainer.validate_every=20",
-    "trainer.fusion=tuned",
+    "trainer.ranking.fusion.mode=tuned",
 ]
 
 

@@ -425,6 +425,22 @@ def test_qrels_read_as_the_pipeline_reads_them(shared_data: Path) -> None:
         assert read_qrels(path, fmt) == theirs, path
 
 
+def test_runs_read_as_the_pipeline_reads_them(shared_data: Path) -> None:
+    """rankcore's run reader and RankingDataGen's trec_run reader give the same scores on the
+    real runs (trec_eval's own, results.trunc's extra columns included)."""
+    from components.ranking_datagen.readers import get_reader
+
+    for path in (
+        shared_data / "trec_eval" / "results.test",
+        shared_data / "trec_eval" / "results.trunc",
+        shared_data / "cranfield" / "runs" / "lucene-english-100.run",
+    ):
+        theirs: dict[str, dict[str, float]] = {}
+        for entry in get_reader("run", "trec_run").read(str(path)):
+            theirs.setdefault(entry.qid, {})[entry.docid] = entry.score
+        assert read_run(path) == theirs, path
+
+
 def test_ir_measures_names(ref: Path, capsys: pytest.CaptureFixture[str]) -> None:
     files = [ref / "qrels.test", ref / "results.test"]
     ir = ["nDCG@10", "P@5", "P@10", "RR", "AP", "R@100", "RR@10"]

@@ -12,12 +12,13 @@ from pathlib import Path
 
 import pytest
 import tensorflow as tf
+import tfma_metrics
 from demo_pipeline import DemoRuns
 from tfx.dsl.components.base import base_beam_executor
 from tfx.types import artifact_utils, standard_artifacts
 
 from components import artifacts
-from components.ranking_evaluator import executor, significance, tfma_metrics
+from components.ranking_evaluator import executor, significance
 from components.ranking_evaluator.component import HtmlReport
 from rankcore import fusion
 from rankcore.metrics import compute_metrics, mean_metrics, rank_documents, read_qrels, read_run
@@ -68,8 +69,8 @@ def test_first_run_scores_every_candidate_and_writes_runs(
     full_first_stage = read_run(inputs["first_stage"])
     assert first_stage == {q: full_first_stage[q] for q in expected}
     assert not (ev / "baseline.run").exists()
-    # The demo config fuses with the first stage (trainer.fusion: tuned): candidate.run is the
-    # fused ranking, reranker.run the reranker alone.
+    # The demo config fuses with the first stage (trainer.ranking.fusion.mode: tuned):
+    # candidate.run is the fused ranking, reranker.run the reranker alone.
     assert metrics["fusion"]["mode"] == "tuned"
     assert metrics["runs"] == {
         "candidate": "candidate.run",

@@ -2,8 +2,8 @@
 LocalDagRunner run of the demo pipeline, 3-fold cross-validated: the RankingEvaluator ranks each
 fold's queries with its fold model's feedback, from the vectors of its own scoring pass, exactly
 as the model's vectors and the first stage give it, and fuses at the model's alpha. The query's
-feedback documents are the top of the first pass fused at that alpha (feedback_from: fused), so
-the alpha reaches the rescoring too.
+feedback documents are the top of the first pass fused at that alpha
+(ranking.feedback.source: fused), so the alpha reaches the rescoring too.
 
 A tiny random BERT checkpoint (zero-shot) whose WordPiece vocabulary is the demo collection's
 syllables: the model is no good, but its scores are a model's, and feedback changes them.
@@ -22,7 +22,7 @@ import tensorflow as tf
 from demo_pipeline import _run_pipeline, _snapshot
 
 from components.ranking_datagen.tokenization import RESERVED_TOKENS
-from components.ranking_evaluator import scoring
+from components.ranking_evaluator import stored_vectors
 from pipelines.demo_data import _SYLLABLES
 from rankcore import feedback, folds
 from rankcore.fusion import fuse_run, read_fusion
@@ -58,12 +58,12 @@ def feedback_run(tmp_path_factory: pytest.TempPathFactory):
         "trainer.train_steps=2",
         "trainer.checkpoint_every=2",
         "trainer.validate_every=0",
-        "trainer.feedback=fixed",
-        f"trainer.feedback_docs={SETTING['docs']}",
-        f"trainer.feedback_weight={SETTING['weight']}",
-        f"trainer.feedback_neighbours={SETTING['neighbours']}",
-        f"trainer.feedback_neighbour_weight={SETTING['neighbour_weight']}",
-        "trainer.feedback_from=fused",
+        "trainer.ranking.feedback.mode=fixed",
+        f"trainer.ranking.feedback.docs={SETTING['docs']}",
+        f"trainer.ranking.feedback.weight={SETTING['weight']}",
+        f"trainer.ranking.feedback.neighbours={SETTING['neighbours']}",
+        f"trainer.ranking.feedback.neighbour_weight={SETTING['neighbour_weight']}",
+        "trainer.ranking.feedback.source=fused",
         "evaluator.min_values={}",
     ]
     output = _run_pipeline(outputs, settings)
@@ -154,6 +154,6 @@ def test_no_document_is_embedded_again_after_a_trainer_embedded_it(feedback_run)
     model's own signatures, so the taken vectors are that model's."""
     run, _ = feedback_run
     phases = run.metrics["scoring_phases"]
-    assert phases[scoring.REUSED_FROM_OTHERS] > 0
+    assert phases[stored_vectors.REUSED_FROM_OTHERS] > 0
     assert phases["reuse_mismatched"] == 0
     assert phases["texts_embedded"] == run.metrics["num_queries"] + phases["reuse_checked"]

@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from components.ranking_evaluator.executor import compare_reranker_alone
+from components.ranking_evaluator.measuring import compare_reranker_alone
 
 # Three queries. ndcg_cut_10: the reranker alone gains 0.1, 0.2, 0.3 over the first stage.
 #   t-test: d = (0.1, 0.2, 0.3), mean 0.2, sd 0.1, t = 0.2 / (0.1 / sqrt 3) = 2 sqrt 3, df 2;

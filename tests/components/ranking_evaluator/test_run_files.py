@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import tensorflow as tf
 
-from components.ranking_evaluator import scoring
-from components.ranking_evaluator.executor import write_trec_run
+from components.ranking_evaluator import eval_examples, scoring
+from components.ranking_evaluator.outputs import write_trec_run
 from rankcore.metrics import rank_documents, read_run
 
 
@@ -52,7 +52,7 @@ def test_example_key_reads_qid_and_docid() -> None:
     example = tf.train.Example()
     example.features.feature["qid"].bytes_list.value.append(b"q7")
     example.features.feature["docids"].bytes_list.value.append(b"doc-\xc3\xa9")
-    assert scoring.example_key(example.SerializeToString()) == ("q7", "doc-é")
+    assert eval_examples.example_key(example.SerializeToString()) == ("q7", "doc-é")
 
 
 def test_to_runs_splits_models_and_rejects_duplicates() -> None:

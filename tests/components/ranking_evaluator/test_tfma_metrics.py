@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import tensorflow as tf
 import tensorflow_model_analysis as tfma
+import tfma_metrics
 
-from components.ranking_evaluator import tfma_metrics
 from rankcore.metrics import compute_metrics, mean_metrics, read_run
 
-MODULE = "components.ranking_evaluator.tfma_metrics"
+MODULE = tfma_metrics.__name__  # tfma_metrics.py beside this file (test code, not in the image)
 QUERIES = [str(q) for q in range(1, 11)]  # ten Cranfield queries, 100 Lucene candidates each
 MEASURES = ["map", "recip_rank", "mrr_cut_10", "P_5", "P_10", "recall_20", "ndcg_cut_10", "bpref"]
 

@@ -1,4 +1,9 @@
-"""rankpipe's ranking measures as TFMA custom metrics, for users of the standard TFX Evaluator.
+"""rankpipe's ranking measures as TFMA custom metrics, for the standard TFX Evaluator.
+
+Test code, not in the image: the pipeline never imports it (RankingEvaluator computes its
+metrics itself). test_tfma_metrics.py and test_evaluator_pipeline.py check with it that TFMA's
+query_key grouping, fed to the same rankcore.metrics code, reports RankingEvaluator's numbers;
+imported as a top-level module (this directory is on sys.path when pytest runs the tests here).
 
 Query-based metrics: the MetricsSpec must set `query_key` (the qid feature); TFMA then hands
 each query's examples to the combiner at once. Each query's run ({docid: prediction}) and
@@ -9,7 +14,7 @@ code RankingEvaluator uses, so both report the same numbers (docs/evaluator.md, 
         query_key="qid",
         metrics=[tfma.MetricConfig(
             class_name="RankingMetrics",
-            module="components.ranking_evaluator.tfma_metrics",
+            module="tfma_metrics",
             config='{"measures": ["map", "ndcg_cut_10"], "qrels_path": "gs://.../qrels.txt"}',
         )],
     )]

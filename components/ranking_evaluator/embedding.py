@@ -1,0 +1,122 @@
+"""Embedding texts with one SavedModel inside Beam: a dual encoder's `embed_query_ids` /
+`embed_doc_ids` signatures (trainer_module/export.py) over length-sorted batches, the model
+loaded once per worker process. Used by EmbedAndScore (embed_once.py) and by the re-embedding
+check of stored vectors (stored_vectors.py)."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Iterable, Iterator
+
+import apache_beam as beam
+import numpy as np
+import tensorflow as tf
+from apache_beam.utils import shared
+from tensorflow.python.saved_model import loader_impl
+
+from components.ranking_evaluator.eval_examples import Text
+from rankcore.constants import EMBED_DOC_SIGNATURE, EMBED_QUERY_SIGNATURE, EMBEDDING_OUTPUT
+
+# Texts are grouped by (kind, length // LENGTH_BUCKET) before batching, then sorted by length
+# within a group, so a batch pads little and groups can go to different workers.
+LENGTH_BUCKET = 32
+
+# Beam metrics of where a scoring pass's time goes (score_split `phases`), apart from the
+# "rankpipe" counters of what was scored.
+PHASES_NAMESPACE = "rankpipe.phases"
+
+
+def signature_names(model_dir: str) -> set[str]:
+    """The SavedModel's signature names, read from saved_model.pb without loading the model."""
+    return set(loader_impl.parse_saved_model(model_dir).meta_graphs[0].signature_def)
+
+
+def embeds(model_dir: str) -> bool:
+    """Whether the model can be scored by embedding each text once (a dual encoder exported
+    with the embedding signatures; older exports and cross-encoders are scored per pair)."""
+    return {EMBED_QUERY_SIGNATURE, EMBED_DOC_SIGNATURE} <= signature_names(model_dir)
+
+
+def _bucket(item: tuple[Text, tuple[int, ...]]) -> tuple[tuple[str, int], tuple]:
+    (kind, _), ids = item
+    return (kind, len(ids) // LENGTH_BUCKET), item
+
+
+class _Batches(beam.DoFn):
+    def __init__(self, batch_size: int):
+        self._batch_size = batch_size
+
+    def process(self, group: tuple[tuple[str, int], Iterable]) -> Iterator[list]:
+        items = sorted(group[1], key=lambda item: (len(item[1]), item[0]))
+        for start in range(0, len(items), self._batch_size):
+            yield items[start : start + self._batch_size]
+
+
+class _LoadedModel:
+    """The SavedModel of one worker process (weak-referenceable, for beam's shared.Shared)."""
+
+    def __init__(self, model_dir: str):
+        import tensorflow_text  # noqa: F401  (registers the tokenizer ops the graph holds)
+
+        t0 = time.perf_counter()
+        self.model = tf.saved_model.load(model_dir)
+        self.load_seconds = time.perf_counter() - t0
+
+
+class _Embed(beam.DoFn):
+    """A batch of one kind of text -> (text key, vector) with one model. The model is loaded
+    once per worker process (shared.Shared: every _Embed of the model shares the handle), not
+    per DoFn instance or bundle: the `saved_model_loads` counter (PHASES_NAMESPACE) counts the
+    loads that really happened."""
+
+    def __init__(self, model_dir: str, handle: shared.Shared):
+        self._model_dir = model_dir
+        self._handle = handle
+        self._loaded: _LoadedModel | None = None
+        self._unreported_load: _LoadedModel | None = None
+        self._texts = beam.metrics.Metrics.counter("rankpipe", "texts_embedded")
+        self._loads = beam.metrics.Metrics.counter(PHASES_NAMESPACE, "saved_model_loads")
+        self._load_ms = beam.metrics.Metrics.counter(PHASES_NAMESPACE, "model_load_ms")
+        self._model_ms = beam.metrics.Metrics.counter(PHASES_NAMESPACE, "model_ms")
+
+    def setup(self) -> None:
+        def load() -> _LoadedModel:
+            # Only when this process has no live copy; reported in the first bundle (setup may
+            # run outside any bundle, where Beam metrics are not collected).
+            self._unreported_load = _LoadedModel(self._model_dir)
+            return self._unreported_load
+
+        tag = hashlib.sha256(self._model_dir.encode()).hexdigest()
+        self._loaded = self._handle.acquire(load, tag=tag)
+
+    def process(self, batch: list) -> Iterator[tuple[Text, np.ndarray]]:
+        if self._unreported_load is not None:
+            self._loads.inc()
+            self._load_ms.inc(round(self._unreported_load.load_seconds * 1000))
+            self._unreported_load = None
+        kind = batch[0][0][0]
+        signature = EMBED_QUERY_SIGNATURE if kind == "q" else EMBED_DOC_SIGNATURE
+        ids = np.zeros([len(batch), max(1, max(len(t) for _, t in batch))], np.int64)
+        for row, (_, tokens) in enumerate(batch):
+            ids[row, : len(tokens)] = tokens
+        t0 = time.perf_counter()
+        signature_fn = self._loaded.model.signatures[signature]
+        vectors = signature_fn(ids=tf.constant(ids))[EMBEDDING_OUTPUT].numpy()
+        self._model_ms.inc(round((time.perf_counter() - t0) * 1000))
+        self._texts.inc(len(batch))
+        for row, (key, _) in enumerate(batch):
+            yield key, vectors[row]
+
+
+def embed_texts(
+    texts: beam.PCollection, model_dir: str, handle: shared.Shared, batch_size: int, label: str
+) -> beam.PCollection:
+    """(text key, ids) -> (text key, vector) with one model, in length-sorted batches."""
+    return (
+        texts
+        | f"Bucket{label}" >> beam.Map(_bucket)
+        | f"GroupByLength{label}" >> beam.GroupByKey()
+        | f"Batch{label}" >> beam.ParDo(_Batches(batch_size))
+        | f"Embed{label}" >> beam.ParDo(_Embed(model_dir, handle))
+    )
