@@ -16,7 +16,7 @@ import tensorflow as tf
 from tfx.dsl.components.base import base_beam_executor
 
 from components import beam_mode, worker_dirs
-from components.ranking_evaluator import scoring
+from components.ranking_evaluator import scoring, stored_vectors
 from components.ranking_evaluator.config import EvaluatorConfig
 from components.ranking_evaluator.inputs import EvalInputs
 from components.ranking_evaluator.request import EvaluationRequest
@@ -49,7 +49,7 @@ def score_pass(
     models: dict[str, str],
     config: EvaluatorConfig,
     phases: dict[str, float],
-    reuse: dict[str, scoring.StoredVectors | None] | None = None,
+    reuse: dict[str, stored_vectors.StoredVectors | None] | None = None,
     fusions: dict[str, dict | None] | None = None,
     first_stage: Run | None = None,
 ) -> tuple[dict[str, Run], dict[str, str]]:
@@ -121,7 +121,7 @@ def score_parts(
         # model (rankcore/embeddings.py): the texts among them are not embedded again. With
         # a frozen document tower, the other Trainers' documents are this model's too.
         reuse = {
-            "candidate": scoring.reusable_embeddings(
+            "candidate": stored_vectors.reusable_embeddings(
                 part.model_run,
                 part.model_dir,
                 [request.model_run, *(p.model_run for p in parts)],

@@ -37,60 +37,16 @@ from apache_beam.runners.runner import PipelineResult
 from tfx.utils import io_utils
 
 from components.ranking_evaluator.embed_once import EmbedAndScore, Feedback
-from components.ranking_evaluator.embedding import (
-    LENGTH_BUCKET,
-    PHASES_NAMESPACE,
-    embeds,
-    signature_names,
-)
-from components.ranking_evaluator.eval_examples import (
-    Key,
-    Pair,
-    Scored,
-    Text,
-    example_key,
-    example_pair,
-)
-from components.ranking_evaluator.per_pair import ScoreExamples, inference_spec
+from components.ranking_evaluator.embedding import embeds
+from components.ranking_evaluator.eval_examples import Scored
+from components.ranking_evaluator.per_pair import ScoreExamples
 from components.ranking_evaluator.stored_vectors import (
-    CHECK_EVERY,
     REUSE_CHECKED,
     REUSE_MISMATCHED,
     REUSE_TOLERANCE,
     REUSED_FROM_OTHERS,
     StoredVectors,
-    reusable_embeddings,
 )
-
-__all__ = [
-    "CHECK_EVERY",
-    "EMBED_ONCE",
-    "LENGTH_BUCKET",
-    "PER_PAIR",
-    "PHASES_NAMESPACE",
-    "REUSED_FROM_OTHERS",
-    "REUSE_CHECKED",
-    "REUSE_MISMATCHED",
-    "REUSE_TOLERANCE",
-    "EmbedAndScore",
-    "Feedback",
-    "Key",
-    "Pair",
-    "ScoreExamples",
-    "Scored",
-    "StoredVectors",
-    "Text",
-    "embeds",
-    "example_key",
-    "example_pair",
-    "inference_spec",
-    "pass_phases",
-    "read_scores",
-    "reusable_embeddings",
-    "score_split",
-    "signature_names",
-    "to_runs",
-]
 
 
 def to_runs(scored: list[Scored], names: Sequence[str]) -> dict[str, dict[str, dict[str, float]]]:

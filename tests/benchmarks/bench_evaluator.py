@@ -41,7 +41,7 @@ from tfx.dsl.components.base import base_beam_executor  # noqa: E402
 from tfx.types import artifact_utils, standard_artifacts  # noqa: E402
 
 from components import artifacts  # noqa: E402
-from components.ranking_evaluator import constants, executor, scoring  # noqa: E402
+from components.ranking_evaluator import constants, executor, per_pair  # noqa: E402
 from components.ranking_evaluator.component import HtmlReport  # noqa: E402
 from components.ranking_evaluator.config import EvaluatorConfig  # noqa: E402
 from rankcore.constants import SCORE_SIGNATURE  # noqa: E402
@@ -111,7 +111,7 @@ def time_scoring(pattern: str, model_dir: str, n_models: int, mode: str, tmp: Pa
             | beam.io.ReadFromTFRecord(
                 pattern, compression_type=beam.io.filesystem.CompressionTypes.GZIP
             )
-            | scoring.ScoreExamples([model_dir] * n_models)
+            | per_pair.ScoreExamples([model_dir] * n_models)
             | beam.Map(json.dumps)
             | beam.io.WriteToText(str(out))
         )

@@ -54,7 +54,7 @@ from apache_beam.options.pipeline_options import PipelineOptions  # noqa: E402
 from bench_common import readonly_store, run_cranfield_pipeline  # noqa: E402
 
 from components.ranking_datagen import readers  # noqa: E402
-from components.ranking_evaluator import scoring  # noqa: E402
+from components.ranking_evaluator import eval_examples, scoring, stored_vectors  # noqa: E402
 from pipelines.config import BeamConfig, load_config  # noqa: E402
 from rankcore import fusion  # noqa: E402
 from trainer_module import validation  # noqa: E402
@@ -106,7 +106,7 @@ def floor(embed, records: list[bytes]) -> tuple[float, int]:
     """(a): the split's distinct texts, truncated as the model truncates, encoded once."""
     texts: dict[tuple[str, str], list[int]] = {}
     for record in records:
-        qid, docid, query, doc = scoring.example_pair(record)
+        qid, docid, query, doc = eval_examples.example_pair(record)
         texts[("q", qid)] = list(query[:MAX_Q])
         texts[("d", docid)] = list(doc[:MAX_D])
     t0 = time.perf_counter()
@@ -209,8 +209,8 @@ def main() -> None:
             examples = latest_uri(root, "Examples")
             job = script_job(
                 latest_uri(root, "TransformGraph"),
-                {scoring.example_key(r)[0] for r in split_records(examples, "dev")},
-                {scoring.example_key(r)[0] for r in split_records(examples, "test")},
+                {eval_examples.example_key(r)[0] for r in split_records(examples, "dev")},
+                {eval_examples.example_key(r)[0] for r in split_records(examples, "test")},
             )
         wall, result = script_process(job)
         print(f"  script process: {wall:.1f}s ({result})", flush=True)
@@ -236,7 +236,7 @@ def main() -> None:
     dev_records = split_records(examples, "dev")
     test_uri = os.path.join(examples, "Split-test")
 
-    reusable = scoring.reusable_embeddings(latest_uri(root, "ModelRun"), model_dir)
+    reusable = stored_vectors.reusable_embeddings(latest_uri(root, "ModelRun"), model_dir)
     assert reusable, "the pipeline's Trainer wrote no reusable embeddings"
 
     def evaluator(embed_texts: bool = True, reuse: bool = False) -> float:

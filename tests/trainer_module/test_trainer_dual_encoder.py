@@ -14,7 +14,13 @@ import tfx.v1 as tfx
 import trainer_testdata
 from apache_beam.metrics.metric import MetricsFilter
 
-from components.ranking_evaluator import scoring, stored_vectors
+from components.ranking_evaluator import (
+    embed_once,
+    embedding,
+    eval_examples,
+    scoring,
+    stored_vectors,
+)
 from rankcore import embeddings, feedback, fusion
 from rankcore.encoders import hf_checkpoint
 from rankcore.metrics import aggregate, compute_metrics, rank_documents
@@ -316,16 +322,16 @@ def test_evaluator_embeds_each_text_once_and_scores_as_per_pair(
     data = _shared_document_examples(transform_graph, str(tmp_path / "examples"))
     split_uri = str(tmp_path / "examples" / "Split-test")
     dual = args.serving_model_dir
-    assert scoring.embeds(dual)
+    assert embedding.embeds(dual)
     old = _old_export(dual, str(tmp_path / "old_model"))
-    assert not scoring.embeds(old)
+    assert not embedding.embeds(old)
 
     # Reference: the score_examples signature on each example directly (no Beam).
     loaded = tf.saved_model.load(dual)
     want = loaded.signatures["score_examples"](examples=tf.constant(data["records"]))["score"]
     reference: dict = {}
     for record, score in zip(data["records"], want.numpy()):
-        qid, docid = scoring.example_key(record)
+        qid, docid = eval_examples.example_key(record)
         reference.setdefault(qid, {})[docid] = float(score)
 
     models = {"candidate": dual, "baseline": old, "again": dual}
@@ -361,7 +367,7 @@ def test_evaluator_embeds_each_text_once_and_scores_as_per_pair(
     _ = (
         p
         | beam.Create(data["records"])
-        | scoring.EmbedAndScore([dual, dual], batch_size=2)
+        | embed_once.EmbedAndScore([dual, dual], batch_size=2)
         | beam.Map(lambda row: row)
     )
     result = p.run()
@@ -378,7 +384,7 @@ def _signature_vectors(model_dir: str, records: list[bytes]) -> dict:
     signatures, one text at a time (no batch shared with the scoring pass)."""
     loaded = tf.saved_model.load(model_dir)
     vectors = {}
-    for qid, docid, query, doc in map(scoring.example_pair, records):
+    for qid, docid, query, doc in map(eval_examples.example_pair, records):
         for key, ids, signature in (
             (("q", qid), query, "embed_query_ids"),
             (("d", docid), doc, "embed_doc_ids"),
@@ -472,7 +478,7 @@ def test_embedding_signatures_match_the_pair_signatures(zero_shot, transform_gra
 
 def _score(split_uri: str, model_dir: str, out: str, stored) -> tuple[dict, dict]:
     """The evaluator's scoring pass (score_split) of one split by one model, taking the
-    `stored` vectors (scoring.reusable_embeddings; None: none); (run, phases)."""
+    `stored` vectors (stored_vectors.reusable_embeddings; None: none); (run, phases)."""
     phases: dict = {}
     runs, _ = scoring.score_split(
         beam.Pipeline,
@@ -489,7 +495,7 @@ def _score(split_uri: str, model_dir: str, out: str, stored) -> tuple[dict, dict
 def _score_dev_split(args, tmp_path, name: str, reuse: str | None) -> tuple[dict, dict]:
     """The evaluator's scoring pass over the Trainer's own dev split."""
     split_uri = os.path.dirname(args.eval_files[0])  # <examples>/Split-dev
-    stored = scoring.reusable_embeddings(reuse, args.serving_model_dir)
+    stored = stored_vectors.reusable_embeddings(reuse, args.serving_model_dir)
     return _score(split_uri, args.serving_model_dir, str(tmp_path / name), stored)
 
 
@@ -510,7 +516,7 @@ def test_evaluator_reuses_the_trainers_vectors_of_the_same_model(zero_shot, tmp_
     meta = embeddings.read_meta(args.model_run_dir)
     assert meta is not None and meta.split == "dev" and meta.dim == 32
     assert meta.model == embeddings.model_fingerprint(args.serving_model_dir)
-    stored = scoring.reusable_embeddings(args.model_run_dir, args.serving_model_dir)
+    stored = stored_vectors.reusable_embeddings(args.model_run_dir, args.serving_model_dir)
     assert stored == (embeddings.vectors_path(args.model_run_dir), meta, ())
     want, fresh = _score_dev_split(args, tmp_path, "fresh", None)
     got, reused = _score_dev_split(args, tmp_path, "reused", args.model_run_dir)
@@ -522,7 +528,7 @@ def test_evaluator_reuses_the_trainers_vectors_of_the_same_model(zero_shot, tmp_
     assert reused["reuse_mismatched"] == 0
     # Another model's vectors are never taken.
     other = _old_export(args.serving_model_dir, str(tmp_path / "other"))
-    assert scoring.reusable_embeddings(args.model_run_dir, other) is None
+    assert stored_vectors.reusable_embeddings(args.model_run_dir, other) is None
 
 
 def _frozen_run(tmp_path, examples_dir, transform_graph, bert_checkpoint, name, dev, seed):
@@ -568,9 +574,9 @@ def test_evaluator_takes_documents_from_trainers_of_the_same_frozen_tower(
     c = str(tmp_path / "c_run")
     shutil.copytree(a.model_run_dir, c)
     runs = [a.model_run_dir, b.model_run_dir, None, c, b.model_run_dir]
-    every = scoring.reusable_embeddings(a.model_run_dir, a.serving_model_dir, runs)
+    every = stored_vectors.reusable_embeddings(a.model_run_dir, a.serving_model_dir, runs)
     assert every.document_paths == tuple(embeddings.vectors_path(r) for r in (b.model_run_dir, c))
-    stored = scoring.reusable_embeddings(a.model_run_dir, a.serving_model_dir, runs, "test")
+    stored = stored_vectors.reusable_embeddings(a.model_run_dir, a.serving_model_dir, runs, "test")
     assert stored.document_paths == (embeddings.vectors_path(b.model_run_dir),)
     test_split = os.path.join(lists_examples_dir, "Split-test")
     want, fresh = _score(test_split, a.serving_model_dir, str(tmp_path / "fresh"), None)
@@ -579,7 +585,7 @@ def test_evaluator_takes_documents_from_trainers_of_the_same_frozen_tower(
     queries = len(want)
     documents = fresh["texts_embedded"] - queries
     # Every test document came from b's file; the test queries (b's too) were embedded by a.
-    assert reused["texts_reused"] == reused[scoring.REUSED_FROM_OTHERS] == documents > 0
+    assert reused["texts_reused"] == reused[stored_vectors.REUSED_FROM_OTHERS] == documents > 0
     assert reused["texts_embedded"] == queries + reused["reuse_checked"]
     assert reused["reuse_mismatched"] == 0
 

@@ -129,3 +129,12 @@ def demo_runs(base_tmp: Path) -> DemoRuns:
             second=second,
         )
     return _CACHE["runs"]
+
+
+def artifact(cls: type, uri: str, **props: object) -> object:
+    """An MLMD artifact of type `cls` at `uri` with `props` set, as an executor receives it."""
+    made = cls()
+    made.uri = uri
+    for key, value in props.items():
+        setattr(made, key, value)
+    return made

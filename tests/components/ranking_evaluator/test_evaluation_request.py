@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from demo_pipeline import artifact
 from tfx.types import artifact_utils, standard_artifacts
 
 from components import artifacts
@@ -19,38 +20,30 @@ from components.ranking_evaluator.request import EvaluationRequest
 from rankcore import folds, lineage
 
 
-def _artifact(cls, uri: str, **properties):
-    artifact = cls()
-    artifact.uri = uri
-    for name, value in properties.items():
-        setattr(artifact, name, value)
-    return artifact
-
-
 def _input_dict(tmp_path: Path, k: int = 0) -> dict:
-    examples = _artifact(
+    examples = artifact(
         standard_artifacts.Examples,
         str(tmp_path / "examples"),
         split_names=artifact_utils.encode_split_names(["train", "dev", "test"]),
     )
     examples.set_string_custom_property(lineage.RECORD_KEY, '{"vocabulary": "v1"}')
-    model = _artifact(standard_artifacts.Model, str(tmp_path / "model"))
+    model = artifact(standard_artifacts.Model, str(tmp_path / "model"))
     model.id = 42
     found = {
         "examples": [examples],
         "model": [model],
-        "qrels": [_artifact(artifacts.Qrels, str(tmp_path / "qrels"))],
-        "first_stage_run": [_artifact(artifacts.TrecRun, str(tmp_path / "run"))],
-        "model_run": [_artifact(standard_artifacts.ModelRun, str(tmp_path / "model_run"))],
+        "qrels": [artifact(artifacts.Qrels, str(tmp_path / "qrels"))],
+        "first_stage_run": [artifact(artifacts.TrecRun, str(tmp_path / "run"))],
+        "model_run": [artifact(standard_artifacts.ModelRun, str(tmp_path / "model_run"))],
     }
     for i in range(k):
-        found[f"fold_model_{i}"] = [_artifact(standard_artifacts.Model, str(tmp_path / f"m{i}"))]
+        found[f"fold_model_{i}"] = [artifact(standard_artifacts.Model, str(tmp_path / f"m{i}"))]
     return found
 
 
 def _output_dict(tmp_path: Path) -> dict:
     return {
-        name: [_artifact(cls, str(tmp_path / name))]
+        name: [artifact(cls, str(tmp_path / name))]
         for name, cls in (
             ("evaluation", standard_artifacts.ModelEvaluation),
             ("blessing", standard_artifacts.ModelBlessing),

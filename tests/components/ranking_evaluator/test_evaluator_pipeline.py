@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import tensorflow as tf
 import tfma_metrics
-from demo_pipeline import DemoRuns
+from demo_pipeline import DemoRuns, artifact
 from tfx.dsl.components.base import base_beam_executor
 from tfx.types import artifact_utils, standard_artifacts
 
@@ -215,14 +215,6 @@ def test_second_run_compares_against_the_model_the_first_pushed(pipeline_runs: D
     assert "## Largest " in md or "No query " in md
 
 
-def _artifact(cls, uri: str, **props):
-    artifact = cls()
-    artifact.uri = uri
-    for key, value in props.items():
-        setattr(artifact, key, value)
-    return artifact
-
-
 def test_executor_rejects_with_reasons(
     pipeline_runs: DemoRuns, inputs: dict, tmp_path: Path
 ) -> None:
@@ -232,7 +224,7 @@ def test_executor_rejects_with_reasons(
     # A push destination whose newest (only) version is the first run's pushed model.
     serving = tmp_path / "serving"
     shutil.copytree(run1.pushed.custom_properties["pushed_destination"].string_value, serving / "7")
-    model = _artifact(standard_artifacts.Model, run1.model.uri)
+    model = artifact(standard_artifacts.Model, run1.model.uri)
     config = dict(json.loads(json.dumps(run1.metrics["thresholds"])))
     config.update(
         measures=["map", "ndcg_cut_10", "P_5"],
@@ -249,28 +241,28 @@ def test_executor_rejects_with_reasons(
         batch_size=7,
     )
     outputs = {
-        name: [_artifact(cls, str(tmp_path / name))]
+        name: [artifact(cls, str(tmp_path / name))]
         for name, cls in (
             ("evaluation", standard_artifacts.ModelEvaluation),
             ("blessing", standard_artifacts.ModelBlessing),
             ("candidate_run", artifacts.TrecRun),
         )
     }
-    for [artifact] in outputs.values():
-        os.makedirs(artifact.uri)
-    outputs["report"] = [_artifact(HtmlReport, str(tmp_path / "report" / "value"))]
+    for [made] in outputs.values():
+        os.makedirs(made.uri)
+    outputs["report"] = [artifact(HtmlReport, str(tmp_path / "report" / "value"))]
     os.makedirs(tmp_path / "report")
     input_dict = {
         "examples": [
-            _artifact(
+            artifact(
                 standard_artifacts.Examples,
                 inputs["examples"],
                 split_names=artifact_utils.encode_split_names(["train", "dev", "test"]),
             )
         ],
         "model": [model],
-        "qrels": [_artifact(artifacts.Qrels, os.path.dirname(inputs["qrels"]))],
-        "first_stage_run": [_artifact(artifacts.TrecRun, os.path.dirname(inputs["first_stage"]))],
+        "qrels": [artifact(artifacts.Qrels, os.path.dirname(inputs["qrels"]))],
+        "first_stage_run": [artifact(artifacts.TrecRun, os.path.dirname(inputs["first_stage"]))],
     }
     context = base_beam_executor.BaseBeamExecutor.Context(
         beam_pipeline_args=["--direct_running_mode=in_memory", "--direct_num_workers=1"],
