@@ -27,6 +27,15 @@ class DatagenSummary(artifact.Artifact):
     TYPE_NAME = "rankpipe.DatagenSummary"
 
 
+class CorpusVectors(artifact.Artifact):
+    """Every document of the collection embedded once per sentence encoder (the CorpusEncoder,
+    components/corpus_encoder/): `<encoder key>/vectors-*.tfrecord.gz` shards and
+    `corpus_vectors.json`, written last, in rankcore/corpus_vectors.py's format. Custom
+    properties `documents` (documents encoded) and `encoders` (how many)."""
+
+    TYPE_NAME = "rankpipe.CorpusVectors"
+
+
 QRELS_FILE = "qrels.txt"
 RUN_FILE = "run.txt"
 VOCAB_FILE = "vocab.txt"

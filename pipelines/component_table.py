@@ -48,6 +48,11 @@ class Wiring:
     def output(self, component_id: str, key: str) -> Any:
         return self.built[component_id].outputs[key]
 
+    def outputs_if_built(self, component_id: str, key: str) -> dict[str, Any]:
+        """{key: that output} when the component is in the DAG (its row's `include` held),
+        else {}: the constructor argument of an optional input."""
+        return {key: self.output(component_id, key)} if component_id in self.built else {}
+
 
 @dataclass(frozen=True)
 class ComponentRow:
@@ -65,6 +70,12 @@ class ComponentRow:
     # With cross-validation the row is also built once per fold branch i, as node
     # rankcore.folds.node_id(id, i), with Wiring.fold = i (runs in parallel on Kubeflow).
     per_fold: bool = False
+    # Whether the component is in the DAG for a config (None: always). A row left out builds
+    # no node; the rows after it wire its outputs with Wiring.outputs_if_built.
+    include: Callable[[PipelineConfig], bool] | None = None
+
+    def included(self, config: PipelineConfig) -> bool:
+        return self.include is None or self.include(config)
 
     def nodes(self, num_folds: int) -> list[tuple[int | None, str]]:
         """(fold branch, DAG node id) of each node this row builds: (None, its id), then its
@@ -73,11 +84,54 @@ class ComponentRow:
         return [(None, self.id), *((i, folds.node_id(self.id, i)) for i in copies)]
 
 
+def corpus_encoders(config: PipelineConfig) -> list[Any]:
+    """The EncoderSpecs the CorpusEncoder embeds the corpus with: dense hybrid retrieval's
+    checkpoint at datagen.max_doc_length (datagen.hybrid.checkpoint_dir), then the parts of
+    the Trainer recipe's frozen document tower, each once. Empty: the component is left out."""
+    from components.ranking_datagen.dense import corpus_encoder_spec
+    from trainer_module.recipes import corpus_tower
+
+    specs = []
+    if config.datagen.hybrid.checkpoint_dir:
+        specs.append(
+            corpus_encoder_spec(config.datagen.hybrid.checkpoint_dir, config.datagen.max_doc_length)
+        )
+    tower = corpus_tower(config.trainer, config.datagen.max_doc_length)
+    specs += [spec for spec, _ in tower.parts] if tower is not None else []
+    return list(dict.fromkeys(specs))
+
+
+def _corpus_encoder(w: Wiring) -> dict[str, Any]:
+    from components.corpus_encoder.config import DocumentsConfig
+
+    coll, datagen = w.config.collection, w.config.datagen
+    documents = DocumentsConfig(
+        documents=coll.documents,
+        documents_format=coll.documents_format,
+        allow_empty_documents=coll.allow_empty_documents,
+        on_bad_record=datagen.on_bad_record,
+        # Hybrid retrieval's case folding, else the examples' (pipelines/config_checks.py
+        # check_corpus_case: the two agree when both read the vectors).
+        lowercase=datagen.hybrid.lowercase
+        if datagen.hybrid.checkpoint_dir
+        else datagen.vocab.lowercase,
+        batch_size=datagen.hybrid.batch_size,
+    )
+    return {"documents": documents, "encoders": corpus_encoders(w.config)}
+
+
+def _corpus_vectors(w: Wiring) -> dict[str, Any]:
+    """The optional `corpus_vectors` input of RankingDataGen, the Trainers and the evaluator."""
+    return w.outputs_if_built("CorpusEncoder", "corpus_vectors")
+
+
 def _datagen(w: Wiring) -> dict[str, Any]:
     return {
         "collection": dataclasses.asdict(w.config.collection),
         "datagen": dataclasses.asdict(w.config.datagen),
         "cross_validation_folds": w.num_folds,
+        # Only hybrid retrieval reads them there: otherwise RankingDataGen need not wait for them.
+        **(_corpus_vectors(w) if w.config.datagen.hybrid.checkpoint_dir else {}),
     }
 
 
@@ -111,6 +165,7 @@ def _trainer(w: Wiring) -> dict[str, Any]:
             "max_query_length": config.datagen.max_query_length,
             "max_doc_length": config.datagen.max_doc_length,
         },
+        **_corpus_vectors(w),
     }
 
 
@@ -132,6 +187,7 @@ def _evaluator(w: Wiring) -> dict[str, Any]:
         "model_run": w.output("Trainer", "model_run"),  # training curves for the report
         "evaluator": dataclasses.asdict(w.config.evaluator),
         "push_destination": w.config.pusher.destination,
+        **_corpus_vectors(w),
     }
 
 
@@ -156,6 +212,16 @@ def _pusher(w: Wiring) -> dict[str, Any]:
 
 # In pipeline order (each row's inputs come from rows above it).
 COMPONENTS: tuple[ComponentRow, ...] = (
+    # Only when something reads corpus vectors (corpus_encoders): not for KNRM or the demo.
+    ComponentRow(
+        "CorpusEncoder",
+        "components.corpus_encoder.component.CorpusEncoder",
+        _corpus_encoder,
+        "Encode corpus",
+        key_figure=figures.CORPUS_ENCODER,
+        artifact_types={"rankpipe.CorpusVectors": "components.artifacts.CorpusVectors"},
+        include=lambda config: bool(corpus_encoders(config)),
+    ),
     ComponentRow(
         "RankingDataGen",
         "components.ranking_datagen.component.RankingDataGen",
@@ -201,7 +267,8 @@ COMPONENTS: tuple[ComponentRow, ...] = (
     ),
     ComponentRow(
         "Trainer",
-        "tfx.v1.components.Trainer",
+        # TFX's Trainer with the optional corpus_vectors input (its URI reaches the run_fn).
+        "components.ranking_trainer.component.RankingTrainer",
         _trainer,
         "Train reranker",
         after=("ExampleGate",),

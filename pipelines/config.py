@@ -26,16 +26,14 @@ from components.trainer_replicas.config import TrainerReplicasConfig
 from pipelines.cpus import available_cpus
 from rankcore import config_loader
 from rankcore.config_loader import ConfigError
+from trainer_module import pretrained
 from trainer_module.config import TrainerConfig
-from trainer_module.pretrained import installed_minilm_dir, installed_mpnet_dir
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 # What ${RANKPIPE_MINILM} and ${RANKPIPE_MPNET} expand to when the `pretrained` extra is not
 # installed; a config that needs one then fails before any component runs, naming `make
 # pretrained`.
-MISSING_PRETRAINED = "/rankpipe-missing-pretrained/all-MiniLM-L6-v2"
-MISSING_PRETRAINED_MPNET = "/rankpipe-missing-pretrained/all-mpnet-base-v2"
 
 
 def path_defaults() -> dict[str, str]:
@@ -43,10 +41,8 @@ def path_defaults() -> dict[str, str]:
     return {
         "RANKPIPE_SHARED_DATA": str(REPO_ROOT.parent / "shared" / "data"),
         "RANKPIPE_OUTPUTS": str(REPO_ROOT / "outputs"),
-        # all-MiniLM-L6-v2 from the `pretrained` extra (`make pretrained`).
-        "RANKPIPE_MINILM": installed_minilm_dir() or MISSING_PRETRAINED,
-        # all-mpnet-base-v2, unpacked by `make pretrained` (trainer_module/pretrained.py).
-        "RANKPIPE_MPNET": installed_mpnet_dir() or MISSING_PRETRAINED_MPNET,
+        # The `pretrained` extra's checkpoints (`make pretrained`; trainer_module/pretrained.py).
+        **pretrained.path_defaults(),
     }
 
 
@@ -262,8 +258,9 @@ class KubeflowConfig:
     # Settings of every component (resources, retries, placement, secrets) unless
     # components.<id> sets the field itself.
     defaults: KubeflowComponentConfig = field(default_factory=KubeflowComponentConfig)
-    # Per component id (RankingDataGen, StatisticsGen, ImportSchemaGen, ExampleValidator,
-    # ExampleGate, Trainer, RankingEvaluator, Pusher): display name and what defaults has.
+    # Per component id (CorpusEncoder, RankingDataGen, StatisticsGen, ImportSchemaGen,
+    # ExampleValidator, ExampleGate, Trainer, RankingEvaluator, Pusher): display name and what
+    # defaults has.
     # Trainer's settings hold for each cross-validation fold's Trainer too, all running at once.
     components: dict[str, KubeflowComponentConfig] = field(default_factory=dict)
     # Write display names ("Train reranker", ...) as the tasks' taskInfo.name. Off by default:
@@ -384,6 +381,7 @@ def load_config(
     checks: list = [
         config_checks.check_cross_validation,
         config_checks.check_training_lists,
+        config_checks.check_corpus_case,
         config_checks.expand_paths,
     ]
     if check_inputs:

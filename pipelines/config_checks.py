@@ -1,7 +1,7 @@
 """The checks of a loaded pipeline config that look across sections or at the input files.
 
 pipelines/config.py `load_config` runs them once every key and type is right: the cross-section
-contradictions (cross-validation vs the split, frozen documents vs the sampling mode), the
+contradictions (cross-validation vs the split, the Trainer's recipe vs the sampling mode), the
 `${VAR}` expansion of paths, then whether the input files exist and are what their keys say
 (their first records, the qrels' grades). Each raises a ConfigError naming the key and file.
 """
@@ -12,15 +12,12 @@ import glob
 import os
 
 from components.ranking_datagen.config import cross_validation_folds
-from pipelines.config import (
-    MISSING_PRETRAINED,
-    MISSING_PRETRAINED_MPNET,
-    PATH_DEFAULTS,
-    REPO_ROOT,
-    PipelineConfig,
-)
+from pipelines.config import PATH_DEFAULTS, REPO_ROOT, PipelineConfig
 from rankcore import config_loader
 from rankcore.config_loader import ConfigError
+from trainer_module.models.registry import PRETRAINED_MODEL_NAMES
+from trainer_module.pretrained import missing_checkpoint
+from trainer_module.recipes import RECIPES, corpus_tower, recipe_for
 
 # The keys holding paths or URIs: ${VAR} is expanded and a relative path made absolute.
 PATH_KEYS = {
@@ -36,7 +33,8 @@ PATH_KEYS = {
         "test_qrels",
     ),
     "trainer.bert": ("checkpoint_dir",),
-    "trainer.dual_encoder": ("checkpoint_dir", "companion_checkpoint_dir"),
+    "trainer.dual_encoder": ("checkpoint_dir",),
+    "trainer.recipe.frozen_documents": ("companion_checkpoint_dir",),
     "pusher": ("destination",),
     "runner": ("pipeline_root",),
 }
@@ -53,26 +51,46 @@ def check_cross_validation(config: PipelineConfig) -> None:
 
 
 def check_training_lists(config: PipelineConfig) -> None:
-    """A Trainer with frozen document vectors learns from each train query's whole candidate
-    list, which RankingDataGen writes only with `datagen.sampling.mode: lists`; every other
-    Trainer learns from sampled groups. A mismatch is refused, naming both keys, before any
+    """The Trainer's recipe reads the train split as sampled groups or as whole candidate
+    lists (its `train_data`), and RankingDataGen writes lists only with
+    `datagen.sampling.mode: lists`. A mismatch is refused, naming both keys, before any
     component runs (the Trainer would stop on the train split's group size only after
     RankingDataGen)."""
-    trainer, mode = config.trainer, config.datagen.sampling.mode
-    if not trainer.train_steps:
+    wants = recipe_for(config.trainer).train_data
+    mode = config.datagen.sampling.mode
+    if wants is None:
         return  # zero-shot: the train split is not read
-    frozen = trainer.model == "dual_encoder" and trainer.dual_encoder.frozen_documents
-    if frozen and mode != "lists":
+    recipe = f"trainer.recipe.type {config.trainer.recipe.type}"
+    if wants == "lists" and mode != "lists":
         raise ConfigError(
-            f"{config.source}: trainer.dual_encoder.frozen_documents trains on each train "
-            f"query's whole candidate list: set datagen.sampling.mode to lists (it is {mode})"
+            f"{config.source}: {recipe} trains on each train query's whole candidate list: "
+            f"set datagen.sampling.mode to lists (it is {mode})"
         )
-    if mode == "lists" and not frozen:
+    if mode == "lists" and wants != "lists":
+        lists = [name for name, cls in RECIPES.items() if cls.train_data == "lists"]
         raise ConfigError(
             f"{config.source}: datagen.sampling.mode: lists writes whole candidate lists, which "
-            "only trainer.dual_encoder.frozen_documents trains on: set it true, or use a "
-            "sampling mode (pairwise, listwise, pointwise)"
+            f"{recipe} does not train on (only trainer.recipe.type {' or '.join(lists)}): set "
+            "that, or use a sampling mode (pairwise, listwise, pointwise)"
         )
+
+
+def check_corpus_case(config: PipelineConfig) -> None:
+    """The CorpusEncoder tokenizes each document once for every reader of the corpus vectors:
+    with hybrid retrieval it folds case as datagen.hybrid.lowercase says, and a frozen
+    document tower looks its documents up by the examples' ids (datagen.vocab.lowercase). When
+    both read the vectors the two settings must agree, or every lookup of one side misses."""
+    datagen = config.datagen
+    if not datagen.hybrid.checkpoint_dir or datagen.hybrid.lowercase == datagen.vocab.lowercase:
+        return
+    if corpus_tower(config.trainer, datagen.max_doc_length) is None:
+        return
+    raise ConfigError(
+        f"{config.source}: datagen.hybrid.lowercase ({datagen.hybrid.lowercase}) differs from "
+        f"datagen.vocab.lowercase ({datagen.vocab.lowercase}), and both hybrid retrieval and "
+        f"trainer.recipe.type {config.trainer.recipe.type} read the corpus vectors, which "
+        "embed each document once: set them equal"
+    )
 
 
 def expand_paths(config: PipelineConfig) -> None:
@@ -122,29 +140,22 @@ def check_input_paths(config: PipelineConfig) -> None:
         ("datagen.split.test_qrels", config.datagen.split.test_qrels),
     ]
     model = config.trainer.model
-    if model in ("bert", "dual_encoder"):
+    if model in PRETRAINED_MODEL_NAMES:
         ckpt = getattr(config.trainer, model).checkpoint_dir
         key = f"trainer.{model}.checkpoint_dir"
         checks.append((key, ckpt and os.path.join(ckpt, "model.safetensors")))
-    companion = config.trainer.dual_encoder.companion_checkpoint_dir
-    if model == "dual_encoder" and companion:
-        checks.append(
-            (
-                "trainer.dual_encoder.companion_checkpoint_dir",
-                os.path.join(companion, "model.safetensors"),
-            )
-        )
+    for key, ckpt in recipe_for(config.trainer).checkpoint_dirs().items():  # a companion
+        checks.append((f"trainer.{key}", os.path.join(ckpt, "model.safetensors")))
     hybrid = config.datagen.hybrid.checkpoint_dir
     checks.append(
         ("datagen.hybrid.checkpoint_dir", hybrid and os.path.join(hybrid, "model.safetensors"))
     )
     problems = []
     for key, value in checks:
-        pretrained = (MISSING_PRETRAINED, MISSING_PRETRAINED_MPNET)
-        missing = next((m for m in pretrained if value and value.startswith(m)), None)
+        missing = missing_checkpoint(value)
         if missing:
             problems.append(
-                f"{config.source}: {key}: the pretrained {os.path.basename(missing)} "
+                f"{config.source}: {key}: the pretrained {missing.name} "
                 "checkpoint is not installed; run `make pretrained` (or point the key at a "
                 "checkpoint directory)"
             )

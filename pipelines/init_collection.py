@@ -333,7 +333,7 @@ def render_config(config: dict[str, Any], layout: Layout, source: str, pretraine
     header = [
         f"rankpipe config for {source} ({layout.kind} layout), written by `rankpipe init`.",
         f"Recipe: {recipe}.",
-        "Run it: rankpipe run <this file>; one key for one run: --set trainer.train_steps=0",
+        "Run it: rankpipe run <this file>; one key for one run: --set trainer.train_steps=500",
         "Every key: docs/config-reference.md",
         *(f"{note[0].upper()}{note[1:]}." for note in layout.notes),
     ]
@@ -371,7 +371,7 @@ def init(
     `recipe`: shipped (needs `make pretrained`), scratch (KNRM from scratch) or auto (shipped
     where the checkpoints are installed).
     """
-    from trainer_module.pretrained import installed_minilm_dir, installed_mpnet_dir
+    from trainer_module.pretrained import PRETRAINED
 
     root = Path(collection).resolve()
     out = Path(directory).resolve()
@@ -384,10 +384,11 @@ def init(
     target = out / CONFIG_NAME
     if target.exists() and not force:
         raise InitError(f"{target} exists; --force writes it again")
-    installed = bool(installed_minilm_dir() and installed_mpnet_dir())
+    installed = all(p.installed() for p in PRETRAINED)
     if recipe == "shipped" and not installed:
         raise InitError(
-            "--recipe shipped needs all-MiniLM-L6-v2 and all-mpnet-base-v2: run `make pretrained`"
+            f"--recipe shipped needs {' and '.join(p.name for p in PRETRAINED)}: run "
+            "`make pretrained`"
         )
     pretrained = installed if recipe == "auto" else recipe == "shipped"
     label = _slug(name or root.name)

@@ -1,14 +1,16 @@
 """The rankpipe DAG.
 
-RankingDataGen -> StatisticsGen -> ImportSchemaGen -> ExampleValidator -> ExampleGate ->
-Trainer -> RankingEvaluator (baseline: the model served under pusher.destination) -> Pusher
+[CorpusEncoder ->] RankingDataGen -> StatisticsGen -> ImportSchemaGen -> ExampleValidator ->
+ExampleGate -> Trainer -> RankingEvaluator (baseline: the model served under
+pusher.destination) -> Pusher
 
 The baseline is found by the evaluator itself (components/ranking_evaluator/baseline.py), not
 by a TFX Resolver: the open-source KFP backend cannot run resolver nodes, so one mechanism
 serves LocalDagRunner, Kubeflow and Vertex alike.
 
-Which components, in which order and how each is wired is pipelines/component_table.py; this
-module builds them and the TFX Pipeline around them.
+Which components, in which order and how each is wired is pipelines/component_table.py (the
+CorpusEncoder only when a config needs corpus vectors: its row's `include`); this module builds
+them and the TFX Pipeline around them.
 """
 
 from __future__ import annotations
@@ -89,6 +91,8 @@ def create_components(
     (a local run trains in one process)."""
     wiring = Wiring(config, {}, schema_file or str(SCHEMA_FILE))
     for row in COMPONENTS:
+        if not row.included(config):
+            continue
         component_class = _import(row.component_class)
         executor = _import(row.executor_class) if row.executor_class else None
         # A per_fold row (the Trainer) is built again for each cross-validation fold branch.

@@ -9,8 +9,11 @@ small: dataclasses of scalars, lists, optionals and nested dataclasses.
 
 A key that moved keeps failing, but with its new place: a dataclass may declare
 `MOVED_KEYS: ClassVar[dict[str, str]] = {old key: new dotted key}` (both relative to that
-section), and the loader (`build` for files, `check_key` for `--set`) reports
-`trainer.feedback_docs is now trainer.ranking.feedback.docs` instead of an unknown key.
+section; each leading `../` of the new key climbs one section, and text after `: ` is the value
+to write there), and the loader (`build` for files, `check_key` for `--set`) reports
+`trainer.feedback_docs is now trainer.ranking.feedback.docs` (or
+`trainer.dual_encoder.frozen_documents is now trainer.recipe.type: frozen_documents`) instead of
+an unknown key.
 
 In rankcore because each config lives beside its owner (pipelines/config.py, trainer_module/
 config.py, the components' config.py) and every one is built with this same loader.
@@ -124,6 +127,18 @@ def moved_to(cls: type, key: str) -> str | None:
     return getattr(cls, "MOVED_KEYS", {}).get(key)
 
 
+def moved_key(prefix: str, new: str) -> str:
+    """A MOVED_KEYS target `new` as a full dotted key under `prefix` (the old key's section,
+    "trainer.dual_encoder." or ""): each leading `../` climbs one section."""
+    sections = prefix.rstrip(".").split(".") if prefix.rstrip(".") else []
+    while new.startswith("../"):
+        if not sections:
+            raise ValueError(f"MOVED_KEYS target {new!r} climbs above the top of the config")
+        sections.pop()
+        new = new[3:]
+    return ".".join([*sections, new])
+
+
 def check_key(cls: type, key: str) -> None:
     """Raises ConfigError `--set KEY: no such key (did you mean ...?)` when the dotted `key`
     names no field of dataclass `cls` (a `dict` field takes any name at its level), or
@@ -141,7 +156,8 @@ def check_key(cls: type, key: str) -> None:
                 rest = "".join(f".{p}" for p in parts[i + 1 :])
                 at = f"{done}." if done else ""
                 if moved_to(tp, part):
-                    raise ConfigError(f"--set {key}: {at}{part} is now {at}{moved_to(tp, part)}")
+                    new = moved_key(at, moved_to(tp, part))
+                    raise ConfigError(f"--set {key}: {at}{part} is now {new}")
                 close = [at + c + rest for c in suggest(part, names)]
                 hint = f" (did you mean {' or '.join(close[:3])}?)" if close else ""
                 raise ConfigError(f"--set {key}: no such key{hint}")
@@ -225,7 +241,7 @@ def _build(cls: type[T], data: Any, origin: _Origin, prefix: str) -> T:
     failed = False
     for key, value in data.items():
         if key not in fields and moved_to(cls, str(key)):
-            new = prefix + moved_to(cls, str(key))
+            new = moved_key(prefix, moved_to(cls, str(key)))
             problems.append(f"{origin.of(prefix + str(key))}: {prefix}{key} is now {new}")
             continue
         if key not in fields:

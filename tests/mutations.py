@@ -239,7 +239,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         name="frozen-document-tower-trains",
-        promise="with frozen_documents only the query tower trains: documents keep the "
+        promise="with recipe frozen_documents only the query tower trains: documents keep the "
         "checkpoint's vectors, in training and in the export",
         file="trainer_module/models/dual_encoder.py",
         find="self.document_encoder.trainable = False",
@@ -248,9 +248,9 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         name="frozen-list-padding-scored",
-        promise="with frozen_documents each train query is scored against its own whole "
+        promise="with recipe frozen_documents each train query is scored against its own whole "
         "candidate list, padding never counts",
-        file="trainer_module/task.py",
+        file="trainer_module/recipes/frozen_documents.py",
         find='tf.where(batch["mask"], cosine * self.cfg.in_batch_scale, padding)',
         replace="cosine * self.cfg.in_batch_scale",
         tests=(
@@ -307,7 +307,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         name="companion-in-training",
         promise="training with a companion scores the model's own tower, as without one",
-        file="trainer_module/task.py",
+        file="trainer_module/recipes/frozen_documents.py",
         find='documents = model.own_vectors(batch["doc_vectors"])',
         replace='documents = batch["doc_vectors"][..., : tf.shape(query)[-1]]',
         tests=(
@@ -327,23 +327,15 @@ MUTATIONS: tuple[Mutation, ...] = (
         ),
     ),
     Mutation(
-        name="shared-tower-lends-queries",
-        promise="the evaluator takes only documents from other fold models' vectors, never queries",
-        file="components/ranking_evaluator/stored_vectors.py",
-        find="if rank == 0 or r[0][0] == embeddings.DOCUMENT",
-        replace="if rank == 0 or r[0][0]",
+        name="corpus-vectors-lend-queries",
+        promise="the evaluator takes only documents from the corpus vectors, never queries",
+        file="components/ranking_evaluator/embed_once.py",
+        find="lambda item, _: int(is_document(item)), 2",
+        replace="lambda item, _: 1, 2",
         tests=(
-            "tests/trainer_module/test_trainer_dual_encoder.py::"
-            "test_evaluator_takes_documents_from_trainers_of_the_same_frozen_tower",
+            "tests/components/ranking_evaluator/test_corpus_documents.py::"
+            "test_a_frozen_tower_model_embeds_no_document_and_scores_the_same",
         ),
-    ),
-    Mutation(
-        name="trained-tower-lends-documents",
-        promise="only models with the same frozen document tower lend each other documents",
-        file="rankcore/embeddings.py",
-        find="return bool(meta.document_tower) and (",
-        replace="return True or (",
-        tests=("tests/rankcore/test_embeddings.py",),
     ),
     Mutation(
         name="checkpoint-holds-frozen-towers",

@@ -7,6 +7,11 @@ import json
 import os
 from typing import Any
 
+# The custom_config key of the corpus-vectors artifact's URI (the Trainer component sets it;
+# absent or None without a CorpusEncoder): where those vectors are is no part of what is
+# trained, so it is left out of the fingerprint.
+CORPUS_VECTORS_URI = "corpus_vectors_uri"
+
 
 def run_fingerprint(
     train_files: list[str], transform_graph_path: str, custom_config: Any, train_steps: int
@@ -16,7 +21,7 @@ def run_fingerprint(
         {
             "train_files": sorted(train_files),
             "transform_graph_path": transform_graph_path,
-            "custom_config": custom_config,
+            "custom_config": {k: v for k, v in custom_config.items() if k != CORPUS_VECTORS_URI},
             "train_steps": train_steps,
         },
         sort_keys=True,

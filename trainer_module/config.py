@@ -14,13 +14,12 @@ from rankcore import config_loader
 from trainer_module.config_rules import choice as _choice
 from trainer_module.config_rules import require as _require
 from trainer_module.loss_registry import LOSS_NAMES
-from trainer_module.models.registry import MODEL_NAMES
+from trainer_module.models.registry import MODEL_NAMES, PRETRAINED_MODEL_NAMES, offers_towers
 from trainer_module.ranking_config import RankingConfig
+from trainer_module.recipes.config import RecipeConfig
 
 # Name lists from the registries (never kept twice); both import TensorFlow only to build.
 MODELS = MODEL_NAMES
-# Models initialised from a pretrained checkpoint: train_steps 0 exports them as they are.
-PRETRAINED_MODELS = ("bert", "dual_encoder")
 LOSSES = LOSS_NAMES
 DECAYS = ("linear", "cosine", "exponential")
 MIXED_PRECISION = ("auto", "off", "float16", "bfloat16")
@@ -152,6 +151,13 @@ class DualEncoderConfig:
     document encoded separately (shared weights), mean pooling, L2 norm, score = cosine.
     """
 
+    # The frozen-documents recipe's keys, now in its own section (trainer.recipe).
+    MOVED_KEYS: ClassVar[dict[str, str]] = {
+        "frozen_documents": "../recipe.type: frozen_documents",
+        "companion_checkpoint_dir": "../recipe.frozen_documents.companion_checkpoint_dir",
+        "companion_weight": "../recipe.frozen_documents.companion_weight",
+    }
+
     # Directory with config.json, model.safetensors and vocab.txt. Required for
     # model=dual_encoder; set datagen.vocab.vocab_file to its vocab.txt.
     checkpoint_dir: str | None = None
@@ -159,20 +165,6 @@ class DualEncoderConfig:
     hidden_dropout: float | None = None
     # Attention-probability dropout; None keeps config.json's attention_probs_dropout_prob.
     attention_dropout: float | None = None
-    # Train the query encoder only: documents keep the checkpoint's vectors (a frozen second
-    # copy of the encoder embeds them; ADORE, docs/trainer.md "Frozen documents"). Each train
-    # query's whole candidate list is scored at once (needs datagen.sampling.mode: lists and
-    # loss: listwise_softmax, over cosine * in_batch_scale).
-    frozen_documents: bool = False
-    # A second sentence encoder (all-mpnet-base-v2: ${RANKPIPE_MPNET}; an MPNet or BERT
-    # checkpoint whose WordPiece vocabulary is this one's), run as it is (zero-shot, frozen):
-    # every vector the model serves is [sqrt(1 - w) * its own, sqrt(w) * the companion's], so a
-    # score is (1 - w) * its cosine + w * the companion's, w = companion_weight. Training scores
-    # with the model's own tower alone. Needs frozen_documents (docs/trainer.md "Companion
-    # encoder").
-    companion_checkpoint_dir: str | None = None
-    # The companion's share w of the cosine, in (0, 1): 0.5 averages the two cosines.
-    companion_weight: float = 0.5
 
     def __post_init__(self) -> None:
         for name in ("hidden_dropout", "attention_dropout"):
@@ -180,15 +172,6 @@ class DualEncoderConfig:
             _require(
                 value is None or 0.0 <= value < 1.0, f"dual_encoder.{name}", "must be in [0, 1)"
             )
-        _require(
-            0.0 < self.companion_weight < 1.0, "dual_encoder.companion_weight", "must be in (0, 1)"
-        )
-        _require(
-            not self.companion_checkpoint_dir or self.frozen_documents,
-            "dual_encoder.companion_checkpoint_dir",
-            "needs dual_encoder.frozen_documents: true (the model's own tower trains alone "
-            "against fixed document vectors)",
-        )
 
 
 @dataclass
@@ -232,6 +215,10 @@ class TrainerConfig:
         "feedback_neighbour_weight": "ranking.feedback.neighbour_weight",
     }
 
+    # How the Trainer trains (trainer_module/recipes/, docs/trainer.md "Recipes"): a one-of
+    # section, `type` and that recipe's own subsection.
+    recipe: RecipeConfig = field(default_factory=RecipeConfig)
+
     # Model.
 
     model: str = "knrm"  # the reranker: knrm, conv_knrm, transformer, bert or dual_encoder
@@ -246,9 +233,9 @@ class TrainerConfig:
 
     # Loss.
 
-    # The training loss over each group's scores: pairwise_hinge, pairwise_logistic,
-    # pointwise_sigmoid, listwise_softmax (softmax cross-entropy over the group) or
-    # in_batch_softmax (below).
+    # The training loss over each group's scores (recipe.type sampled_groups and
+    # frozen_documents): pairwise_hinge, pairwise_logistic, pointwise_sigmoid or
+    # listwise_softmax (softmax cross-entropy over the group).
     loss: str = "pairwise_hinge"
     # pairwise_hinge: each (more relevant, less relevant) pair of a group costs
     # max(0, hinge_margin - (score difference)).
@@ -256,11 +243,8 @@ class TrainerConfig:
     pointwise_target: str = "binary"  # binary: label > 0; graded: label / max_label
     # pointwise_target graded: the label that maps to target 1 (higher labels are clipped).
     max_label: float = 3.0
-    # in_batch_softmax (dual_encoder only): each query against every document of the batch
-    # (its own group's positive and first-stage negatives, and all other groups' documents),
-    # softmax cross-entropy on cosine * in_batch_scale (sentence-transformers'
-    # MultipleNegativesRankingLoss, scale 20). With dual_encoder.frozen_documents,
-    # listwise_softmax's scores are cosine * in_batch_scale too.
+    # The scale of a dual encoder's cosine in its training softmax (recipe.type in_batch and
+    # frozen_documents; sentence-transformers' MultipleNegativesRankingLoss uses 20).
     in_batch_scale: float = 20.0
 
     # How the exported model ranks a candidate list (`fusion` with the first stage, dense
@@ -342,6 +326,9 @@ class TrainerConfig:
     max_loss: float = 1e4  # divergence guard: loss above this (or NaN/Inf) aborts
 
     def __post_init__(self) -> None:
+        from trainer_module.recipes import check_config, check_moved
+
+        check_moved(self)  # a value that moved into a recipe names its new place first
         _choice(self.model, "model", MODELS)
         _choice(self.loss, "loss", LOSSES)
         _choice(self.pointwise_target, "pointwise_target", POINTWISE_TARGETS)
@@ -350,36 +337,18 @@ class TrainerConfig:
         _choice(self.strategy, "strategy", STRATEGIES)
         feedback = self.ranking.feedback.mode
         _require(
-            feedback == "none" or self.model == "dual_encoder",
+            feedback == "none" or offers_towers(self.model),
             "ranking.feedback.mode",
             f"{feedback} needs model=dual_encoder (it moves the query's and the documents' "
             "vectors)",
         )
         _require(self.in_batch_scale > 0, "in_batch_scale", "must be > 0")
-        _require(
-            self.loss != "in_batch_softmax" or self.model == "dual_encoder",
-            "loss",
-            "in_batch_softmax needs model=dual_encoder (it scores queries and documents apart)",
-        )
-        _require(
-            not self.dual_encoder.frozen_documents
-            or (self.model == "dual_encoder" and self.loss == "listwise_softmax"),
-            "dual_encoder.frozen_documents",
-            "needs model=dual_encoder and loss=listwise_softmax (it scores each train query's "
-            f"whole candidate list), got model={self.model}, loss={self.loss}",
-        )
-        _require(
-            not self.dual_encoder.frozen_documents or self.train_steps >= 1,
-            "dual_encoder.frozen_documents",
-            "trains the query encoder, and train_steps is 0 (zero-shot): set "
-            "dual_encoder.frozen_documents false for the checkpoint as it is",
-        )
         _require(self.hinge_margin > 0, "hinge_margin", "must be > 0")
         _require(self.max_label > 0, "max_label", "must be > 0")
         _require(
-            self.train_steps >= 1 or (self.train_steps == 0 and self.model in PRETRAINED_MODELS),
+            self.train_steps >= 0,
             "train_steps",
-            f"must be >= 1 (0 = zero-shot: only pretrained models {list(PRETRAINED_MODELS)})",
+            f"must be >= 1 (0 = zero-shot: only pretrained models {list(PRETRAINED_MODEL_NAMES)})",
         )
         _require(self.batch_size >= 1, "batch_size", "must be >= 1")
         _require(self.eval_batch_size >= 1, "eval_batch_size", "must be >= 1")
@@ -417,6 +386,7 @@ class TrainerConfig:
             "dual_encoder.checkpoint_dir",
             "is required for model=dual_encoder",
         )
+        check_config(self)  # the recipes' own rules (trainer_module/recipes/)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

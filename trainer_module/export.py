@@ -54,11 +54,13 @@ from rankcore.constants import (
     EMBED_QUERY_SIGNATURE,
     EMBED_TEXTS_SIGNATURE,
     EMBEDDING_OUTPUT,
+    MODEL_DESCRIPTION_FILE,
     RANK_SIGNATURE,
     SCORE_OUTPUT,
     SCORE_SIGNATURE,
     SERVING_SIGNATURE,
 )
+from rankcore.corpus_vectors import DocumentTower
 
 TOKEN_IDS_KEY = "token_ids"
 RAW_TEXT_KEY = "text"
@@ -273,13 +275,21 @@ def export_serving_model(
     max_doc_length: int,
     serving_model_dir: str,
     fusion: dict | None = None,
+    towers: bool = False,
+    document_tower: DocumentTower | None = None,
+    description: list[str] | None = None,
 ) -> str:
     """Writes the SavedModel to a temp dir next to serving_model_dir, then moves it in place,
     so a crash never leaves a half-written model where the Pusher looks. `fusion` is
-    run_fn.choose_fusion's dict (None: no fusion)."""
+    run_fn.choose_fusion's dict (None: no fusion). `towers`: the model has query and document
+    towers (the model registry's `offers_towers`): the embed signatures are exported too.
+    `document_tower`: the frozen tower the model serves its documents with (the recipe's),
+    written beside the SavedModel so the evaluator takes them from the corpus vectors.
+    `description`: the recipe's Markdown lines about the model (Recipe.describe), written as
+    MODEL_DESCRIPTION_FILE for the Pusher's model card."""
     tft_layer = tft.TFTransformOutput(transform_graph_path).transform_features_layer()
     alpha = fusion.get("alpha") if fusion else None
-    dual = hasattr(model, "embed_query")
+    dual = towers
     module_cls = DualEncoderModule if dual else RerankerModule
     module = module_cls(
         model, tft_layer, max_query_length, max_doc_length, alpha, (fusion or {}).get("feedback")
@@ -304,6 +314,10 @@ def export_serving_model(
     tf.io.gfile.makedirs(os.path.dirname(fusion_file))
     with tf.io.gfile.GFile(fusion_file, "w") as f:  # inside the temp dir: renamed with it
         json.dump(fusion or {"mode": "none", "alpha": None}, f, indent=2, sort_keys=True)
+    if document_tower is not None:  # inside the temp dir too: renamed with the model
+        document_tower.write(tmp)
+    with tf.io.gfile.GFile(os.path.join(tmp, MODEL_DESCRIPTION_FILE), "w") as f:
+        json.dump(list(description or []), f, indent=2)
     _replace_dir(tmp, serving_model_dir)
     logging.info("exported serving model to %s", serving_model_dir)
     return serving_model_dir

@@ -41,19 +41,12 @@ def _listwise_softmax(cfg: TrainerConfig):
     return losses.listwise_softmax
 
 
-def _in_batch_softmax(cfg: TrainerConfig):
-    from trainer_module import losses
-
-    # scores [b, b * n], labels [b, n]; see RankingTask
-    return lambda s, y, same_query: losses.in_batch_softmax(s, y, same_query, cfg.in_batch_scale)
-
-
 LOSSES: dict[str, Factory] = {
     "pairwise_hinge": _pairwise_hinge,
     "pairwise_logistic": _pairwise_logistic,
     "pointwise_sigmoid": _pointwise_sigmoid,
     "listwise_softmax": _listwise_softmax,
-    "in_batch_softmax": _in_batch_softmax,
 }
-# The `trainer.loss` names trainer_module/config.py accepts, in registry order.
+# The `trainer.loss` names trainer_module/config.py accepts, in registry order (the group
+# losses; the in-batch loss is the in_batch recipe's own, trainer_module/recipes/in_batch.py).
 LOSS_NAMES = tuple(LOSSES)

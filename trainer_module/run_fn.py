@@ -9,13 +9,18 @@ from typing import Any
 
 import tensorflow as tf
 import tensorflow_transform as tft
+import tf_keras as keras
 
-from rankcore import feedback, fusion
+from rankcore import corpus_vectors, feedback, fusion
+from rankcore.corpus_vectors import DocumentTower
 from rankcore.encoders import hf_checkpoint
 from trainer_module import hardware, validation
-from trainer_module.checkpointing import checkpoint_dir, run_fingerprint
+from trainer_module.checkpointing import CORPUS_VECTORS_URI, checkpoint_dir, run_fingerprint
 from trainer_module.config import TrainerConfig
 from trainer_module.export import export_serving_model
+from trainer_module.models.registry import PRETRAINED_MODEL_NAMES, offers_towers
+from trainer_module.recipes import Recipe, recipe_for
+from trainer_module.recipes.base import DocCache
 from trainer_module.task import RankingTask
 from trainer_module.train_results import TrainResult, write_results
 from trainer_module.training import Controller, worker_dir
@@ -126,12 +131,43 @@ def choose_fusion(
     return info
 
 
+def corpus_documents(
+    recipe: Recipe, tower: DocumentTower | None, uri: str | None
+) -> DocCache | None:
+    """The recipe's cache of frozen document vectors (None when its document tower trains),
+    prefilled from the corpus-vectors artifact at `uri` (None: the pipeline has no
+    CorpusEncoder) when it holds the tower's encoders; a document missing there is embedded
+    by the model as it is used."""
+    cache = recipe.document_cache()
+    if cache is None or tower is None or not uri:
+        return cache
+    known = corpus_vectors.read_meta(uri).by_key()
+    missing = [key for key in tower.keys() if key not in known]
+    if missing:
+        logging.warning(
+            "corpus vectors %s hold no vectors of encoder(s) %s of this recipe's document "
+            "tower (another checkpoint, cut or precision): every document is embedded here",
+            uri,
+            missing,
+        )
+        return cache
+    t0 = time.monotonic()
+    cache.update(corpus_vectors.vectors_by_ids(uri, zip(tower.keys(), (s for _, s in tower.parts))))
+    logging.info(
+        "frozen documents: %d document vectors from the corpus vectors %s in %.1fs",
+        len(cache),
+        uri,
+        time.monotonic() - t0,
+    )
+    return cache
+
+
 def run_fn(fn_args: Any) -> TrainResult:
     """Trains (resuming if a previous attempt was killed), validates and exports the best model.
 
     fn_args.custom_config = {"trainer": TrainerConfig dict, "max_query_length": int,
-    "max_doc_length": int}. fn_args.train_steps (TrainArgs.num_steps), when set, overrides
-    trainer.train_steps.
+    "max_doc_length": int, "corpus_vectors_uri": the CorpusEncoder's artifact or None}.
+    fn_args.train_steps (TrainArgs.num_steps), when set, overrides trainer.train_steps.
     """
     start = time.monotonic()
     seconds: dict[str, float] = {}
@@ -146,11 +182,14 @@ def run_fn(fn_args: Any) -> TrainResult:
 
     strategy = hardware.make_strategy(cfg)  # first: multi-worker must precede TF runtime use
     vocab = read_vocab(fn_args.transform_graph_path)
-    if cfg.model in ("bert", "dual_encoder"):  # before any training: ids must mean its tokens
+    if cfg.model in PRETRAINED_MODEL_NAMES:  # before any training: ids must mean its tokens
         ckpt = getattr(cfg, cfg.model).checkpoint_dir
         hf_checkpoint.check_vocab(ckpt, hf_checkpoint.read_vocab_file(ckpt), len(vocab), vocab)
     hardware.set_precision_policy(hardware.precision_policy(cfg, strategy))
-    task = RankingTask(cfg, len(vocab), max_q, max_d, vocab)
+    recipe = recipe_for(cfg, steps)  # the one place the recipe is chosen
+    tower = recipe.document_tower(max_d, keras.mixed_precision.global_policy().name)
+    doc_cache = corpus_documents(recipe, tower, custom.get(CORPUS_VECTORS_URI))
+    task = RankingTask(cfg, len(vocab), max_q, max_d, vocab, recipe)
     fingerprint = run_fingerprint(
         list(fn_args.train_files), fn_args.transform_graph_path, custom, steps
     )
@@ -162,6 +201,7 @@ def run_fn(fn_args: Any) -> TrainResult:
         checkpoint_dir(fn_args.model_run_dir, fingerprint),
         fn_args.model_run_dir,
         steps,
+        doc_cache,
     )
     seconds["setup"] = time.monotonic() - start
     t0 = time.monotonic()
@@ -177,6 +217,7 @@ def run_fn(fn_args: Any) -> TrainResult:
         seconds["dev_scoring"] = time.monotonic() - t0
     result.fusion = choose_fusion(cfg, dev, result, seconds)
     result.seconds = seconds
+    result.recipe = recipe.describe()
     if controller.chief:
         write_results(result, fn_args.model_run_dir)
     # Every multi-worker process must save (collective); only the chief's copy is kept.
@@ -189,13 +230,11 @@ def run_fn(fn_args: Any) -> TrainResult:
         max_d,
         export_dir,
         fusion=result.fusion,
+        towers=offers_towers(cfg.model),
+        document_tower=tower,
+        description=recipe.describe(),
     )
     seconds["export"] = time.monotonic() - t0
-    if controller.chief and dev is not None and dev.vectors:
-        # A dual encoder's dev vectors, for the evaluator to reuse (rankcore/embeddings.py).
-        t0 = time.monotonic()
-        controller.write_dev_embeddings(dev, export_dir)
-        seconds["write_embeddings"] = time.monotonic() - t0
     if not controller.chief:
         tf.io.gfile.rmtree(export_dir)
     seconds["total"] = time.monotonic() - start

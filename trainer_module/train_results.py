@@ -41,6 +41,9 @@ class TrainResult:
     # Where run_fn's time went (setup, train, dev_scoring, fusion; in memory also export and
     # total, which come after train_results.json is written). Set by run_fn.
     seconds: dict[str, float] = field(default_factory=dict)
+    # What the exported model is, as its recipe describes itself (trainer_module/recipes/:
+    # Markdown bullet lines without the "- "), for the model card. Set by run_fn.
+    recipe: list[str] = field(default_factory=list)
 
 
 def peak_host_rss_mb() -> float:

@@ -15,8 +15,8 @@ from typing import Any
 import tensorflow as tf
 import tf_keras as keras
 
-from rankcore import embeddings
 from trainer_module import towers, validation
+from trainer_module.recipes.base import DocCache
 from trainer_module.task import RankingTask
 from trainer_module.train_results import TrainResult, peak_device_memory_mb, peak_host_rss_mb
 
@@ -131,6 +131,7 @@ class Controller:
         checkpoint_dir: str,
         model_run_dir: str,
         total_steps: int,
+        doc_cache: DocCache | None = None,
     ):
         self.task = task
         self.cfg = task.cfg
@@ -149,11 +150,11 @@ class Controller:
             self.optimizer = task.build_optimizer(self.model, total_steps)
             self._create_loop_variables()
         # A dual encoder's towers, for dev scoring (each text once) and frozen documents.
-        self._embed_fns = towers.embed_fns(self.model)
-        self.document_tower = towers.configured_document_tower(self.cfg, task.frozen_documents)
-        self.doc_cache: dict | None = (
-            towers.frozen_document_cache(self.document_tower) if self.document_tower else None
-        )
+        self._embed_fns = towers.embed_fns(self.model, self.cfg.model)
+        # The frozen document vectors of a recipe that trains against them (prefilled from the
+        # corpus-vectors artifact by run_fn; filled as used), for the training lists and every
+        # dev scoring alike; None when the document tower trains.
+        self.doc_cache = doc_cache if doc_cache is not None else task.recipe.document_cache()
         self.dataset = task.build_inputs(
             strategy,
             train_files,
@@ -434,21 +435,3 @@ class Controller:
         if self._last_dev is not None and self._last_dev[0] == held:
             return self._last_dev[1]
         return self.score_dev()
-
-    def write_dev_embeddings(self, dev: validation.DevScores, export_dir: str) -> None:
-        """Writes a dual encoder's dev vectors (`dev`: exported_dev_scores) beside the model run,
-        for the evaluator to reuse (rankcore/embeddings.py): with the fingerprint of the
-        SavedModel exported to `export_dir` and this model's document tower."""
-        embeddings.write_embeddings(
-            self.model_run_dir,
-            dev.vectors,
-            embeddings.EmbeddingsMeta(
-                model=embeddings.model_fingerprint(export_dir),
-                max_query_length=self.task.max_query_length,
-                max_doc_length=self.task.max_doc_length,
-                dim=len(next(iter(dev.vectors.values()))[1]),
-                count=len(dev.vectors),
-                split=embeddings.split_of(list(self.eval_files)),
-                document_tower=self.document_tower,
-            ),
-        )

@@ -8,10 +8,10 @@ from typing import NamedTuple
 import numpy as np
 import tensorflow as tf
 
-from rankcore.embeddings import TextKey  # ("q", qid) or ("d", docid)
 from rankcore.metrics import aggregate, compute_metrics
 from trainer_module import inputs
 
+TextKey = tuple[str, str]  # ("q", qid) or ("d", docid)
 ScoreFn = Callable[[tf.Tensor, tf.Tensor], tf.Tensor]
 
 
@@ -20,7 +20,7 @@ class DevScores(NamedTuple):
     run: dict[str, dict[str, float]]  # the model's scores
     first_stage: dict[str, dict[str, float]]  # the examples' first-stage scores
     # Dual encoders (score_dev_embedded): each distinct text's token ids and float32 vector,
-    # by ("q", qid) / ("d", docid); run_fn writes them for the evaluator (rankcore/embeddings).
+    # by ("q", qid) / ("d", docid): the fusion's feedback moves them (run_fn.choose_fusion).
     vectors: dict[tuple[str, str], tuple[list[int], np.ndarray]] | None = None
 
 
@@ -92,7 +92,8 @@ def embed_texts(
 ) -> dict[TextKey, np.ndarray]:
     """Each text's vector from its kind's function ("q" / "d"), in length-sorted batches of one
     kind (little padding). `doc_cache` (token ids -> vector), when given, is read and filled for
-    documents: only valid while the document tower does not change (frozen_documents)."""
+    documents: only valid while the document tower does not change (a recipe's frozen
+    document tower, trainer_module/recipes/frozen_documents.py)."""
     out: dict[TextKey, np.ndarray] = {}
     for kind, embed_fn in embed_fns.items():
         keys = [k for k in texts if k[0] == kind]

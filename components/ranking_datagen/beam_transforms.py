@@ -1,12 +1,11 @@
 """Beam transforms of RankingDataGen: word counts, sharded BM25, tf.Transform tokenization,
-example assembly."""
+example assembly (the dense retrieval of hybrid candidates: dense_retrieval.py)."""
 
 from __future__ import annotations
 
 import collections
 import hashlib
 import os
-import pickle
 
 import apache_beam as beam
 import numpy as np
@@ -16,8 +15,7 @@ import tensorflow_transform.beam as tft_beam
 from tensorflow_transform.tf_metadata import schema_utils
 from tfx_bsl.tfxio import tensor_adapter, tensor_representation_util
 
-from components.ranking_datagen import candidates, dense, outputs, tokenization
-from components.ranking_datagen.config import DatagenConfig
+from components.ranking_datagen import candidates, outputs, tokenization
 from components.ranking_datagen.sampling import Group
 from rankcore import example_format
 
@@ -130,7 +128,7 @@ class _ScoreShard(beam.DoFn):
         yield self._scorer[1].score(shard, self._depth)
 
 
-class _TopCandidates(beam.CombineFn):
+class TopCandidatesCombine(beam.CombineFn):
     """Shards' rows -> the top `depth` per query across all shards (candidates.TopCandidates:
     score descending, then docid descending, as rank_run orders them). Like Top.PerKey, but
     a docid found in two shards (a duplicate across files) counts once; lifted, so each
@@ -191,53 +189,8 @@ class ShardedBm25(beam.PTransform):
                 tokens,
                 beam.pvalue.AsSingleton(stats),
             )
-            | "TopPerQuery" >> beam.CombineGlobally(_TopCandidates(self._depth))
+            | "TopPerQuery" >> beam.CombineGlobally(TopCandidatesCombine(self._depth))
             | "Lists" >> beam.Map(_candidate_lists, tokens)
-        )
-
-
-class _DenseShard(beam.DoFn):
-    """A batch of documents -> its dense top candidates of every query (dense.DenseScorer: the
-    encoder is loaded and the queries embedded once per worker, in setup)."""
-
-    def __init__(self, scorer_kwargs: dict, queries_path: str, depth: int):
-        self._scorer_kwargs, self._queries_path, self._depth = scorer_kwargs, queries_path, depth
-
-    def setup(self) -> None:
-        with tf.io.gfile.GFile(self._queries_path, "rb") as f:
-            queries = pickle.load(f)
-        self._scorer = dense.DenseScorer(queries=queries, **self._scorer_kwargs)
-        self._docs = beam.metrics.Metrics.counter(_NS, "dense_documents")
-
-    def process(self, batch: list[tuple]):
-        self._docs.inc(len(batch))
-        yield self._scorer.score([d[0] for d in batch], [d[1] for d in batch], self._depth)
-
-
-class DenseRetrieval(beam.PTransform):
-    """Batches of (docid, text, ...) -> one element: qid -> its top `depth` [(score, docid)] by
-    the checkpoint's sentence embeddings (components/ranking_datagen/dense.py), for every query
-    of the pickled qid -> text file `queries_path` (`qids`: their sorted ids). Each batch is a
-    shard scored where it is; the shards' rows merge as BM25's do."""
-
-    def __init__(self, cfg: DatagenConfig, queries_path: str, qids: list[str]):
-        super().__init__()
-        self._scorer_kwargs = {
-            "checkpoint_dir": cfg.hybrid.checkpoint_dir,
-            "lowercase": cfg.hybrid.lowercase,
-            "max_query_length": cfg.max_query_length,
-            "max_doc_length": cfg.max_doc_length,
-            "batch_size": cfg.hybrid.batch_size,
-        }
-        self._queries_path, self._qids, self._depth = queries_path, qids, cfg.hybrid.depth
-
-    def expand(self, batches):
-        shard = _DenseShard(self._scorer_kwargs, self._queries_path, self._depth)
-        return (
-            batches
-            | "EmbedAndScore" >> beam.ParDo(shard)
-            | "TopPerQuery" >> beam.CombineGlobally(_TopCandidates(self._depth))
-            | "Lists" >> beam.Map(candidates.candidate_lists, self._qids)
         )
 
 

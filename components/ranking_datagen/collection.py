@@ -336,6 +336,47 @@ class ReadDocuments(beam.PTransform):
         return {"batches": batches, "bad": out[readers.BAD_RECORDS_TAG]}
 
 
+class DocumentTexts(beam.PTransform):
+    """The collection's documents as the examples hold them: {"texts": batches of (docid,
+    text), one per docid, "bad": BadRecord}, read by ReadDocuments under the same policy.
+
+    A docid found in several files keeps its first file's copy (the lowest file index, then
+    line), as the encoding pass does (passes.encoding_pass keeps copies[0]); the other copies are
+    bad records of pass 1. What a step that must see the same texts as the examples reads (the
+    CorpusEncoder), so that the two never drift apart."""
+
+    def __init__(
+        self,
+        pattern: str,
+        fmt: str,
+        policy: str,
+        allow_empty_text: bool = False,
+        batch_size: int = DOCUMENT_BATCH,
+    ):
+        super().__init__()
+        self._read = ReadDocuments(pattern, fmt, policy, allow_empty_text, batch_size=batch_size)
+        self._batch_size = batch_size
+
+    @property
+    def paths(self) -> list[str]:
+        return self._read.paths
+
+    def expand(self, p):
+        out = p | "ReadDocuments" >> self._read
+        if len(self._read.paths) == 1:  # a file's docids are unique (the reader checks)
+            texts = out["batches"] | "Texts" >> beam.Map(lambda b: [(d[0], d[1]) for d in b])
+            return {"texts": texts, "bad": out["bad"]}
+        texts = (
+            out["batches"]
+            | "ByDocid" >> beam.FlatMap(lambda b: [(d[0], (d[2], d[3], d[1])) for d in b])
+            | "FirstCopy" >> beam.CombinePerKey(min)  # (file index, line, text): lifted
+            | "Text" >> beam.MapTuple(lambda docid, copy: (docid, copy[2]))
+            | "Batch"
+            >> beam.BatchElements(min_batch_size=self._batch_size, max_batch_size=self._batch_size)
+        )
+        return {"texts": texts, "bad": out["bad"]}
+
+
 _RECORD_RE = re.compile(r"(?P<path>\S.*?):(?P<line>\d+): (?P<problem>.*?)(?: \[while running .*)?$")
 
 

@@ -22,7 +22,13 @@ class RankingDataGenSpec(types.ComponentSpec):
         # train/dev/test (rankcore/folds.py); absent or 0: off.
         config.CROSS_VALIDATION_FOLDS: component_spec.ExecutionParameter(type=int, optional=True),
     }
-    INPUTS = {}
+    INPUTS = {
+        # The CorpusEncoder's vectors: dense hybrid retrieval reads the documents' vectors
+        # there instead of embedding them (dense.py). Optional: absent, it embeds them.
+        config.CORPUS_VECTORS: component_spec.ChannelParameter(
+            type=artifacts.CorpusVectors, optional=True
+        ),
+    }
     OUTPUTS = {
         "examples": component_spec.ChannelParameter(type=standard_artifacts.Examples),
         "transform_graph": component_spec.ChannelParameter(type=standard_artifacts.TransformGraph),
@@ -39,12 +45,20 @@ class RankingDataGen(base_beam_component.BaseBeamComponent):
     examples (train/dev/test, or fold<f>_train/fold<f>_eval for f < `cross_validation_folds`
     when that is > 0; sharded gzip TFRecords), the tf.Transform graph that tokenizes raw
     text, the WordPiece vocabulary, the qrels and the first-stage run, and a summary of counts.
+    With `corpus_vectors` (the CorpusEncoder's output) and `datagen.hybrid` on, the dense
+    retrieval takes the documents' vectors from that artifact.
     """
 
     SPEC_CLASS = RankingDataGenSpec
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(executor.Executor)
 
-    def __init__(self, collection: dict, datagen: dict, cross_validation_folds: int = 0):
+    def __init__(
+        self,
+        collection: dict,
+        datagen: dict,
+        cross_validation_folds: int = 0,
+        corpus_vectors: types.BaseChannel | None = None,
+    ):
         # Off, the property is left out: the compiled pipeline stays what it was before it. On,
         # a fold count the datagen split cannot give fails here, when the pipeline is built.
         cv = {}
@@ -53,9 +67,12 @@ class RankingDataGen(base_beam_component.BaseBeamComponent):
                 cross_validation_folds, DatagenConfig.from_dict(datagen).split
             )
             cv = {config.CROSS_VALIDATION_FOLDS: cross_validation_folds}
+        # Absent, the input is left out: the compiled pipeline is what it was without it.
+        vectors = {config.CORPUS_VECTORS: corpus_vectors} if corpus_vectors is not None else {}
         super().__init__(
             spec=RankingDataGenSpec(
                 **cv,
+                **vectors,
                 collection=json.dumps(collection, sort_keys=True),
                 datagen=json.dumps(datagen, sort_keys=True),
                 examples=types.Channel(type=standard_artifacts.Examples),

@@ -125,6 +125,10 @@ class SplitConfig:
                 )
 
 
+# RankingDataGen's optional input: the CorpusEncoder's corpus vectors (components.artifacts.
+# CorpusVectors); dense hybrid retrieval takes the documents' vectors from there (dense.py).
+CORPUS_VECTORS = "corpus_vectors"
+
 # RankingDataGen's optional exec property turning on k-fold cross-validation splits (0 or
 # absent: off); the pipeline sets it from evaluator.cross_validation.folds.
 CROSS_VALIDATION_FOLDS = "cross_validation_folds"
@@ -157,7 +161,7 @@ class SamplingConfig:
     """How training examples are drawn from the train queries' candidates."""
 
     # pairwise (pos, neg), listwise (pos + n negs), pointwise, or lists (every candidate of each
-    # train query, unsampled: for trainer.dual_encoder.frozen_documents)
+    # train query, unsampled: for trainer.recipe.type frozen_documents)
     mode: str = "pairwise"
     samples_per_query: int = 64  # training groups drawn per train query
     negatives_per_positive: int = 1  # listwise: negatives per group

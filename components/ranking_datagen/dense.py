@@ -1,11 +1,13 @@
-"""Hybrid candidates (issue 17): a sentence encoder's dense top-k over the whole corpus, joined
-to the first stage's top-k.
+"""Hybrid candidates: a sentence encoder's dense top-k over the whole corpus, joined to the first
+stage's top-k.
 
 BM25 misses relevant documents that share no term with the query; a dual encoder finds some of
 them, and a reranker can only rank what it is given. So with `datagen.hybrid.checkpoint_dir`
-set, the collection pass embeds every document with that checkpoint's encoder as it is
-(rankcore/encoders/sentence.py: all-MiniLM-L6-v2 the way sentence-transformers runs it, the same
-embedding the Trainer's zero-shot dual encoder computes), scores it against every query, and
+set, the collection pass (dense_retrieval.py) takes every document's vector from that
+checkpoint's encoder as it is (rankcore/encoders/sentence.py: all-MiniLM-L6-v2 the way
+sentence-transformers runs it, the same embedding the Trainer's zero-shot dual encoder
+computes), embedded there or read from the corpus vectors (below), scores it against every
+query, and
 keeps per query the `depth` best (`DenseScorer` per shard, merged by the same
 candidates.TopCandidates as BM25's shards). `join_candidates` then appends to each query's
 first-stage candidates the dense ones it lacks.
@@ -17,6 +19,14 @@ candidate after all of the first stage's, so the first stage's own ranking is wh
 (measures over the whole list, MAP or recall@1000, also count the added tail). The reranker's
 side needs no such rule: it scores every candidate of the union.
 
+With a `corpus_vectors` input (the CorpusEncoder's artifact, rankcore/corpus_vectors.py: every
+document embedded once by the encoder `corpus_encoder_spec` names), a document's vector is the
+stored one instead of embedded again: `DenseScorer.score` takes each document's stored (ids,
+vector), and uses the vector only when the ids are the ones `encoder_ids` computes for the text
+here, so a document the artifact lacks or holds with other ids (another text under the same
+docid, another tokenization) is embedded as without the artifact, never scored from a wrong
+vector. Queries are always embedded: few and short.
+
 Exact inner-product search (a matrix product per shard) instead of an ANN index (ScaNN,
 FAISS): on the CPU workers this runs on, embedding the corpus costs far more than the exact
 search (MiniLM-L6 on 2 cores: Cranfield's 1,400 abstracts at 254 tokens in about 45 s, the MS
@@ -27,12 +37,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 import tensorflow as tf
 
 from components.ranking_datagen import tokenization
 from components.ranking_datagen.candidates import ShardTop
+from rankcore import corpus_vectors
+from rankcore.corpus_vectors import EncoderSpec
 from rankcore.encoders import hf_checkpoint
 from rankcore.encoders.sentence import SentenceEncoder
 
@@ -40,9 +53,82 @@ from rankcore.encoders.sentence import SentenceEncoder
 NO_FIRST_STAGE_SCORE = 0.0
 
 
+def encoder_wordpiece(encoder: SentenceEncoder, checkpoint_dir: str) -> np.ndarray:
+    """The FastWordpiece model of a sentence encoder's WordPiece vocabulary (vocab.txt, or its
+    BERT part for MPNet after <s>, <pad>, </s>, <unk>), checked so that an error names the line
+    of the checkpoint's vocab.txt. With `encoder_ids`, the one tokenization of texts for an
+    encoder checkpoint: dense retrieval and the CorpusEncoder must agree on it, or every stored
+    vector is a miss."""
+    return tokenization.wordpiece_model_of(
+        tokenization.check_vocab(
+            encoder.vocab,
+            os.path.join(checkpoint_dir, hf_checkpoint.VOCAB_FILE),
+            first_line=1 + encoder.vocab_offset,
+        )
+    )
+
+
+def encoder_ids(
+    texts: Sequence[str], model: np.ndarray, lowercase: bool, max_length: int
+) -> list[list[int]]:
+    """Texts -> the encoder's WordPiece ids (`model` from encoder_wordpiece), cut to
+    `max_length`: tokenization.tokenize, the examples' "text -> token ids", so a dense score is
+    the zero-shot dual encoder's score of the same (query, document) example. An empty text
+    gives [] (embedded as `[CLS] [SEP]`; the examples hold [UNK] there)."""
+    if not texts:
+        return []
+    ids = tokenization.tokenize(tf.constant(list(texts)), model, lowercase)
+    return [row[:max_length] for row in ids.to_list()]
+
+
+def corpus_encoder_spec(checkpoint_dir: str, max_doc_length: int) -> EncoderSpec:
+    """The encoder whose corpus vectors dense retrieval reads: `datagen.hybrid.checkpoint_dir`
+    at the examples' document cut `datagen.max_doc_length`, float32 (the CorpusEncoder's
+    entry for hybrid retrieval must be this spec, or its key differs)."""
+    return EncoderSpec(checkpoint_dir, max_doc_length, corpus_vectors.FLOAT32)
+
+
+def stored_vectors_pattern(uri: str, checkpoint_dir: str, max_doc_length: int) -> str:
+    """The shards (a glob) of the hybrid encoder's vectors in the corpus-vectors artifact at
+    `uri`. Raises when the artifact holds no vectors of that encoder: the pipeline wires the
+    artifact of a CorpusEncoder that was given another checkpoint or cut."""
+    spec = corpus_encoder_spec(checkpoint_dir, max_doc_length)
+    key = spec.key()
+    known = corpus_vectors.read_meta(uri).by_key()
+    if key not in known:
+        have = ", ".join(
+            f"{k} ({e.checkpoint_dir}, max_length {e.max_length}, {e.precision})"
+            for k, e in sorted(known.items())
+        )
+        raise ValueError(
+            f"{os.path.join(uri, corpus_vectors.META_FILE)}: no vectors of the hybrid encoder "
+            f"{key} (datagen.hybrid.checkpoint_dir {checkpoint_dir}, datagen.max_doc_length "
+            f"{max_doc_length}, {spec.precision}); it has {have or 'none'}. The CorpusEncoder "
+            "wired to RankingDataGen must encode that spec (dense.corpus_encoder_spec)"
+        )
+    return corpus_vectors.shard_pattern(uri, key)
+
+
+class Stored(NamedTuple):
+    """A document's entry in the corpus vectors: the cut ids it was encoded from, its vector."""
+
+    ids: tuple[int, ...]
+    vector: np.ndarray
+
+
+class DocumentVectors(NamedTuple):
+    vectors: np.ndarray  # [documents, dim] float32
+    stored: int  # how many came from the corpus vectors (the rest were embedded)
+
+
+def _no_rows() -> ShardTop:
+    return ShardTop(np.zeros(0, np.int32), np.zeros(0, np.float32), np.zeros(0, "U1"))
+
+
 class DenseScorer:
     """The checkpoint's encoder with every query embedded once; `score` gives a shard's dense top
-    `depth` per query as ShardTop rows (query index into the sorted qids)."""
+    `depth` per query as ShardTop rows (query index into the sorted qids), from the documents'
+    stored vectors where given (`document_vectors`)."""
 
     def __init__(
         self,
@@ -54,15 +140,7 @@ class DenseScorer:
         batch_size: int,
     ):
         self._encoder = SentenceEncoder(checkpoint_dir)
-        # The encoder's WordPiece vocabulary: vocab.txt, or its BERT part for MPNet (after
-        # <s>, <pad>, </s>, <unk>: errors then name the line in vocab.txt).
-        self._model = tokenization.wordpiece_model_of(
-            tokenization.check_vocab(
-                self._encoder.vocab,
-                os.path.join(checkpoint_dir, hf_checkpoint.VOCAB_FILE),
-                first_line=1 + self._encoder.vocab_offset,
-            )
-        )
+        self._model = encoder_wordpiece(self._encoder, checkpoint_dir)
         self._lowercase = lowercase
         self._max_doc_length = max_doc_length
         self._batch_size = batch_size
@@ -72,18 +150,51 @@ class DenseScorer:
         self._queries = self._embed([queries[q] for q in self.qids], max_query_length)
 
     def _embed(self, texts: Sequence[str], max_length: int) -> np.ndarray:
-        if not texts:
-            return self._encoder.embed([])
-        ids = tokenization.tokenize(tf.constant(list(texts)), self._model, self._lowercase)
-        return self._encoder.embed(
-            [row[:max_length] for row in ids.to_list()], batch_size=self._batch_size
-        )
+        ids = encoder_ids(texts, self._model, self._lowercase, max_length)
+        return self._encoder.embed(ids, batch_size=self._batch_size)
 
-    def score(self, docids: Sequence[str], texts: Sequence[str], depth: int) -> ShardTop:
-        """One shard of documents -> per query its `depth` best documents of the shard."""
+    def document_vectors(
+        self, texts: Sequence[str], stored: Sequence[Stored | None] | None = None
+    ) -> DocumentVectors:
+        """The documents' vectors: per document its `stored` vector where the stored ids are
+        the ids encoder_ids gives its text (a miss otherwise, or with no entry), the misses
+        embedded in one batch run."""
+        if stored is None:
+            return DocumentVectors(self._embed(texts, self._max_doc_length), 0)
+        ids = encoder_ids(texts, self._model, self._lowercase, self._max_doc_length)
+        found = {
+            row: entry.vector
+            for row, (entry, cut) in enumerate(zip(stored, ids))
+            if entry is not None and tuple(entry.ids) == tuple(cut)
+        }
+        misses = [row for row in range(len(ids)) if row not in found]
+        vectors = np.zeros([len(ids), self._queries.shape[1]], np.float32)
+        if found:
+            vectors[list(found)] = np.stack(list(found.values()))
+        if misses:
+            embedded = self._encoder.embed([ids[r] for r in misses], batch_size=self._batch_size)
+            vectors[misses] = embedded
+        return DocumentVectors(vectors, len(found))
+
+    def score(
+        self,
+        docids: Sequence[str],
+        texts: Sequence[str],
+        depth: int,
+        stored: Sequence[Stored | None] | None = None,
+    ) -> ShardTop:
+        """One shard of documents -> per query its `depth` best documents of the shard. With
+        `stored` (per document its corpus-vectors entry or None), the vectors come from there
+        where they may (`document_vectors`)."""
         if not docids or not self.qids:
-            return ShardTop(np.zeros(0, np.int32), np.zeros(0, np.float32), np.zeros(0, "U1"))
-        scores = self._queries @ self._embed(texts, self._max_doc_length).T  # [queries, docs]
+            return _no_rows()
+        return self.top(docids, self.document_vectors(texts, stored).vectors, depth)
+
+    def top(self, docids: Sequence[str], vectors: np.ndarray, depth: int) -> ShardTop:
+        """A shard's documents and their vectors -> per query its `depth` best of them."""
+        if not len(docids) or not self.qids:
+            return _no_rows()
+        scores = self._queries @ vectors.T  # [queries, docs]
         # Per query every document scoring at least its k-th best score: the k best and any
         # tied with the k-th, so the merge (which orders by score, then docid, as trec_eval
         # ranks) keeps the same documents however the corpus was cut into shards.

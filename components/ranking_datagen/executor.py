@@ -1,6 +1,7 @@
 """RankingDataGen executor: marshals the artifacts around generate.py's work.
 
-It reads the two JSON parameters, picks the work directory the workers open (the executor's
+It reads the two JSON parameters and the optional `corpus_vectors` input (its URI goes to
+dense hybrid retrieval), picks the work directory the workers open (the executor's
 temp dir on the DirectRunner, object-store URIs on a runner whose workers may be elsewhere:
 components/worker_dirs.py), runs `generate.generate` (the steps are in its docstring) and
 publishes the staged outputs into the artifacts, with the examples' split names and lineage
@@ -23,6 +24,7 @@ from components.executor_types import Artifacts
 from components.executor_types import ExecProperties as Props
 from components.ranking_datagen import generate, outputs
 from components.ranking_datagen.config import (
+    CORPUS_VECTORS,
     CROSS_VALIDATION_FOLDS,
     CollectionConfig,
     DatagenConfig,
@@ -37,14 +39,16 @@ class Executor(base_beam_executor.BaseBeamExecutor):
 
     def Do(self, input_dict: Artifacts, output_dict: Artifacts, exec_properties: Props) -> None:
         out = {name: artifact_utils.get_single_instance(output_dict[name]) for name in OUTPUT_KEYS}
-        # What the workers open: the documents and the work directory (pickles, pass 1's texts,
-        # the staged artifacts). The executor's temp dir on the DirectRunner; on a runner whose
-        # workers may be elsewhere, object-store URIs or an error naming the setting, before
-        # any work (components/worker_dirs.py).
+        # What the workers open: the documents, the corpus vectors (when given) and the work
+        # directory (pickles, pass 1's texts, the staged artifacts). The executor's temp dir on
+        # the DirectRunner; on a runner whose workers may be elsewhere, object-store URIs or an
+        # error naming the setting, before any work (components/worker_dirs.py).
         coll = CollectionConfig.from_dict(json.loads(exec_properties["collection"]))
-        work_dir = worker_dirs.work_dir(
-            self, "ranking_datagen", "RankingDataGen", {"collection.documents": coll.documents}
-        )
+        vectors = input_dict.get(CORPUS_VECTORS)
+        vectors_uri = artifact_utils.get_single_uri(vectors) if vectors else None
+        reads = {"collection.documents": coll.documents}
+        reads.update({"corpus_vectors": vectors_uri} if vectors_uri else {})
+        work_dir = worker_dirs.work_dir(self, "ranking_datagen", "RankingDataGen", reads)
         try:
             start = time.time()
             cfg = DatagenConfig.from_dict(json.loads(exec_properties["datagen"]))
@@ -55,6 +59,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
                 cross_validation_folds(folds, cfg.split),
                 work_dir,
                 lambda size: beam_mode.pipeline_maker(self, size, "RankingDataGen"),
+                vectors_uri,
             )
             record = generated.summary[lineage.RECORD_KEY]
             out["examples"].set_string_custom_property(

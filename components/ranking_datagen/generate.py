@@ -8,8 +8,9 @@ or Spark alike):
      counted right away;
   1. collection pass (Beam, passes.collection_pass): read and count the documents, find which
      judged/run docids exist, learn the WordPiece vocabulary from word counts (unless
-     `vocab_file` is given) and, without a first-stage run, compute BM25 candidates (sharded:
-     candidates.py);
+     `vocab_file` is given), without a first-stage run compute BM25 candidates (sharded:
+     candidates.py) and with `datagen.hybrid` the dense candidates (dense_retrieval.py: the
+     documents' vectors from the corpus-vectors artifact when one is given);
   2. driver (planner.plan): drop judgments/run entries that point nowhere, rank candidates,
      assign splits (or cross-validation folds) and sample the groups (sampling needs all of a
      query's judgments and candidates together);
@@ -35,7 +36,7 @@ import tensorflow as tf
 
 from components import artifacts, beam_mode
 from components.ranking_datagen import collection as collection_io
-from components.ranking_datagen import outputs, passes, planner, readers, tokenization
+from components.ranking_datagen import dense, outputs, passes, planner, readers, tokenization
 from components.ranking_datagen.config import CollectionConfig, DatagenConfig
 from rankcore import lineage
 
@@ -54,9 +55,12 @@ def generate(
     num_folds: int,
     work_dir: str,
     pipeline_for: Callable[[int], Callable[[], beam.Pipeline]],
+    corpus_vectors: str | None = None,
 ) -> Generated:
     """Runs steps 0-4 (module docstring) with every output staged under `work_dir`.
-    `pipeline_for(input bytes)`: what the Beam pipelines are made with, asked after step 0."""
+    `pipeline_for(input bytes)`: what the Beam pipelines are made with, asked after step 0.
+    `corpus_vectors`: the URI of a corpus-vectors artifact, read by dense hybrid retrieval
+    (ignored without `datagen.hybrid.checkpoint_dir`)."""
     start = time.time()
     timings: dict[str, float] = {}
     report = collection_io.BadRecordReport(cfg.on_bad_record)
@@ -67,6 +71,11 @@ def generate(
 
     # ---- 0. driver inputs: everything small, checked before any Beam work -------------
     inputs = planner.read_inputs(coll, cfg, report, vocab_path)
+    stored_vectors = None
+    if corpus_vectors and cfg.hybrid.checkpoint_dir:
+        stored_vectors = dense.stored_vectors_pattern(
+            corpus_vectors, cfg.hybrid.checkpoint_dir, cfg.max_doc_length
+        )
     timings["driver_inputs"] = time.time() - start
     # A small collection runs both Beam passes in process: no worker start-up
     # (components/beam_mode.py; the same bytes on every runner and mode).
@@ -83,6 +92,7 @@ def generate(
         None if inputs.vocab_file else vocab_path,
         inputs.run is None,
         work_dir,
+        stored_vectors,
     )
     timings["collection_pass"] = time.time() - t0
     logging.info("Collection pass: %d documents in %.1fs", cp.num_documents, time.time() - t0)

@@ -13,8 +13,9 @@ from typing import Any
 
 import tensorflow as tf
 
-from components.ranking_datagen.constants import SUMMARY_JSON, SUMMARY_MD
+from components.ranking_datagen.constants import SUMMARY_MD
 from rankcore import trec
+from rankcore.constants import SUMMARY_JSON
 from rankcore.file_io import write_text_atomic
 
 

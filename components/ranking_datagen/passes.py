@@ -21,6 +21,7 @@ import tensorflow as tf
 from components.ranking_datagen import (
     beam_transforms,
     candidates,
+    dense_retrieval,
     readers,
     sampling,
     tokenization,
@@ -157,6 +158,9 @@ class CollectionPass(NamedTuple):
     bm25: dict[str, dict[str, float]] | None
     # datagen.hybrid on: qid -> its dense top [[score, docid]] (dense.py), else None
     dense: dict[str, list[list]] | None
+    # With corpus vectors: how many documents took their stored vector, how many were embedded
+    # (dense_retrieval.stored_counts), else None
+    dense_sources: dict[str, int] | None
     # JSON-lines files of [docid, text, file index]: the documents pass 2 may need.
     text_files: list[str]
     counters: dict[str, int]
@@ -174,11 +178,14 @@ def collection_pass(
     learn_vocab_to: str | None,
     need_bm25: bool,
     work_dir: str,
+    stored_vectors: str | None = None,
 ) -> CollectionPass:
     """Pass 1: reads and counts the documents, finds which `needed` docids exist, learns the
     vocabulary into `learn_vocab_to` (if given), runs BM25 (if `need_bm25`) and the dense
-    retrieval of hybrid candidates (if `cfg.hybrid.checkpoint_dir`), and keeps the texts of the
-    needed and retrieved documents for pass 2, which so does not read the corpus again."""
+    retrieval of hybrid candidates (if `cfg.hybrid.checkpoint_dir`; the documents' vectors from
+    the corpus-vectors shards `stored_vectors` when given, dense_retrieval.py), and keeps the
+    texts of the needed and retrieved documents for pass 2, which so does not read the corpus
+    again."""
     pass_dir = os.path.join(work_dir, "pass1")
     files = {name: os.path.join(pass_dir, f"{name}.json") for name in _PASS1_FILES}
     queries_path = write_pickle(os.path.join(pass_dir, "queries.pkl"), queries)
@@ -207,7 +214,10 @@ def collection_pass(
         if cfg.hybrid.checkpoint_dir:
             dense_sets = (
                 batches
-                | "Dense" >> beam_transforms.DenseRetrieval(cfg, queries_path, sorted(queries))
+                | "Dense"
+                >> dense_retrieval.DenseRetrieval(
+                    cfg, queries_path, sorted(queries), stored_vectors
+                )
                 | "WriteDense" >> beam.Map(_write_dense, files["dense"])
             )
             candidate_sets = (candidate_sets, dense_sets) | "AllCandidates" >> beam.Flatten()
@@ -222,6 +232,11 @@ def collection_pass(
         duplicates=_read_json(files["duplicates"]) if len(read.paths) > 1 else {},
         bm25=_read_json(files["bm25"]) if need_bm25 else None,
         dense=_read_json(files["dense"]) if cfg.hybrid.checkpoint_dir else None,
+        dense_sources=(
+            dense_retrieval.stored_counts(counters)
+            if cfg.hybrid.checkpoint_dir and stored_vectors
+            else None
+        ),
         text_files=sorted(tf.io.gfile.glob(texts_prefix + "*")),
         counters=counters,
     )

@@ -165,6 +165,7 @@ def plan(
     hybrid = None
     if cp.dense is not None:
         ranked, hybrid = dense.hybrid_candidates(ranked, cp.dense, qrels, cfg.hybrid.depth)
+        hybrid.update(cp.dense_sources or {})  # with corpus vectors: stored / embedded
         logging.info("Hybrid candidates: %s", hybrid)
     split_of, fold_of = assign_splits(cfg, qrels, inputs.explicit, num_folds)
     threshold = positive_threshold(cfg, split_of, qrels)

@@ -14,7 +14,7 @@ sha256(seed, qid), so a query's sample depends on nothing else):
   pointwise (n=1): one document drawn uniformly from positives + candidates.
   lists     (n=1): no sampling: every first-stage candidate of the query, one per group, as
             for dev/test (a query with no positive has none), for a Trainer that learns from
-            each query's whole candidate list at once (trainer dual_encoder.frozen_documents).
+            each query's whole candidate list at once (trainer recipe.type frozen_documents).
 Labels are the judged relevance clipped at 0 (unjudged = 0, `judged` = 0).
 Dev/test: every first-stage candidate of the query, one per group, in rank order.
 

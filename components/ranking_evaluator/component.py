@@ -10,7 +10,7 @@ from tfx.types import component_spec, standard_artifacts, value_artifact
 
 from components import artifacts
 from components.ranking_evaluator import executor
-from components.ranking_evaluator.constants import FOLD_MODEL, FOLD_MODEL_RUN
+from components.ranking_evaluator.constants import CORPUS_VECTORS, FOLD_MODEL, FOLD_MODEL_RUN
 from rankcore import folds
 
 
@@ -63,6 +63,11 @@ class RankingEvaluatorSpec(types.ComponentSpec):
         "model_run": component_spec.ChannelParameter(
             type=standard_artifacts.ModelRun, optional=True
         ),
+        # The CorpusEncoder's vectors: the documents of models with a frozen document tower
+        # are taken from them, not embedded (corpus_documents.py).
+        CORPUS_VECTORS: component_spec.ChannelParameter(
+            type=artifacts.CorpusVectors, optional=True
+        ),
         # With evaluator.cross_validation.folds k: fold branch i's model (and its model_run)
         # for i < k, which ranks fold i's eval split; `model` is then the pushed model.
         **{
@@ -106,12 +111,15 @@ class RankingEvaluator(base_beam_component.BaseBeamComponent):
         evaluator: dict,
         push_destination: str = "",
         model_run: types.BaseChannel | None = None,
+        corpus_vectors: types.BaseChannel | None = None,
         **fold_models: types.BaseChannel,
     ):
-        """`fold_models`: fold_model_<i> and fold_model_run_<i> channels (cross-validation)."""
+        """`fold_models`: fold_model_<i> and fold_model_run_<i> channels (cross-validation);
+        `corpus_vectors`: the CorpusEncoder's output, when the pipeline has one."""
         super().__init__(
             spec=RankingEvaluatorSpec(
                 **fold_models,
+                corpus_vectors=corpus_vectors,
                 examples=examples,
                 model=model,
                 qrels=qrels,

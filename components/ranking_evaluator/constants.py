@@ -11,6 +11,7 @@ from components.push_destination import BLESSED, MAIN_METRIC, METRICS_FILE
 __all__ = [
     "BLESSED",
     "BLESSED_FILE",
+    "CORPUS_VECTORS",
     "FOLD_MODEL",
     "FOLD_MODEL_RUN",
     "MAIN_METRIC",
@@ -27,3 +28,6 @@ BLESSED_FILE, NOT_BLESSED_FILE = "BLESSED", "NOT_BLESSED"
 # With cross-validation, the input keys of fold branch i's model and model_run (one optional
 # pair per fold up to rankcore.folds.MAX_FOLDS: KFP v2 has no list-of-channels input).
 FOLD_MODEL, FOLD_MODEL_RUN = "fold_model_{fold}", "fold_model_run_{fold}"
+# The optional input of the CorpusEncoder's vectors (components.artifacts.CorpusVectors): the
+# document vectors of models with a frozen document tower (corpus_documents.py).
+CORPUS_VECTORS = "corpus_vectors"

@@ -8,7 +8,9 @@ https://www.sbert.net/examples/applications/semantic-search/). Pairs meet their 
 vectors through a CoGroupByKey by document, and their query's vectors through a side input
 (queries are few next to pairs: every worker holds the split's query vectors, Q x dim floats
 per model), so what travels per pair is two ids, not a 384-float vector, and memory grows with
-the texts, not with the candidates (docs/speed.md "Scale of the scoring").
+the texts, not with the candidates (docs/speed.md "Scale of the scoring"). A model whose
+documents come from frozen sentence encoders takes its document vectors from the corpus-vectors
+artifact instead of embedding them (corpus_documents.py).
 
 A dual encoder with pseudo-relevance feedback scores a query's whole list
 (rankcore/feedback.py): its pairs are grouped by query and each list is ranked there, one list
@@ -23,9 +25,13 @@ import apache_beam as beam
 import numpy as np
 from apache_beam.utils import shared
 
+from components.ranking_evaluator.corpus_documents import (
+    CorpusDocuments,
+    documents_from_corpus,
+    is_document,
+)
 from components.ranking_evaluator.embedding import embed_texts
 from components.ranking_evaluator.eval_examples import Pair, Scored, Text, example_pair
-from components.ranking_evaluator.stored_vectors import StoredVectors, reused_vectors
 from rankcore import feedback
 
 Feedback = tuple[dict, float | None]  # (feedback setting, the model's fusion alpha)
@@ -120,9 +126,10 @@ class EmbedAndScore(beam.PTransform):
     each distinct query and document embedded once per model, pairs scored by dot product
     (the models' embeddings are L2-normalised, so this is their cosine, their pair score).
 
-    `reuse` gives, per model (None: none), the vectors the Trainer already computed for that
-    very SavedModel (reusable_embeddings): a text whose cut token ids match is not embedded
-    again (stored_vectors.py: _Reuse, with a sample re-embedded and compared, _Check).
+    `corpus` gives, per model (None: none), where its document vectors are in the
+    corpus-vectors artifact (corpus_documents.corpus_documents): the split's documents found
+    there by their cut ids are not embedded (corpus_documents.py), the others and the queries
+    are.
 
     `feedbacks` gives, per model (None: none), its feedback setting and fusion alpha: a model
     with feedback (rankcore/feedback.py) ranks each query's whole list, so pairs are grouped by
@@ -133,7 +140,7 @@ class EmbedAndScore(beam.PTransform):
         self,
         model_dirs: Sequence[str],
         batch_size: int = 256,
-        reuse: Sequence[StoredVectors | None] | None = None,
+        corpus: Sequence[CorpusDocuments | None] | None = None,
         feedbacks: Sequence[Feedback | None] | None = None,
         first_stage: dict[str, dict[str, float]] | None = None,
     ):
@@ -142,7 +149,7 @@ class EmbedAndScore(beam.PTransform):
             raise ValueError("EmbedAndScore needs at least one model")
         self._model_dirs = list(model_dirs)
         self._batch_size = batch_size
-        self._reuse = list(reuse or [None] * len(self._model_dirs))
+        self._corpus = list(corpus or [None] * len(self._model_dirs))
         self._feedbacks = list(feedbacks or [None] * len(self._model_dirs))
         self._first_stage = first_stage or {}
 
@@ -152,14 +159,23 @@ class EmbedAndScore(beam.PTransform):
             pairs | "Texts" >> beam.FlatMap(_texts) | "Distinct" >> beam.CombinePerKey(_one_text)
         )
         per_model = {}
-        for i, (model_dir, stored_vectors) in enumerate(zip(self._model_dirs, self._reuse)):
-            handle = shared.Shared()  # one load per worker process for both uses below
-            if stored_vectors is None:
+        for i, (model_dir, documents) in enumerate(zip(self._model_dirs, self._corpus)):
+            handle = shared.Shared()  # one load per worker process
+            if documents is None:
                 per_model[i] = embed_texts(distinct, model_dir, handle, self._batch_size, f"{i}")
-            else:
-                per_model[i] = reused_vectors(
-                    distinct, stored_vectors, model_dir, handle, self._batch_size, i
-                )
+                continue
+            split = distinct | f"QueriesAndDocuments{i}" >> beam.Partition(
+                lambda item, _: int(is_document(item)), 2
+            )
+            taken, to_embed = documents_from_corpus(split[1], documents, f"{i}")
+            embedded = embed_texts(
+                (split[0], to_embed) | f"ToEmbed{i}" >> beam.Flatten(),
+                model_dir,
+                handle,
+                self._batch_size,
+                f"{i}",
+            )
+            per_model[i] = (embedded, taken) | f"Vectors{i}" >> beam.Flatten()
         vectors = (  # (text key, (vector of model 1, ...))
             per_model
             | "JoinModels" >> beam.CoGroupByKey()

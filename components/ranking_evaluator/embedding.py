@@ -1,7 +1,6 @@
 """Embedding texts with one SavedModel inside Beam: a dual encoder's `embed_query_ids` /
 `embed_doc_ids` signatures (trainer_module/export.py) over length-sorted batches, the model
-loaded once per worker process. Used by EmbedAndScore (embed_once.py) and by the re-embedding
-check of stored vectors (stored_vectors.py)."""
+loaded once per worker process. Used by EmbedAndScore (embed_once.py)."""
 
 from __future__ import annotations
 
@@ -25,6 +24,9 @@ LENGTH_BUCKET = 32
 # Beam metrics of where a scoring pass's time goes (score_split `phases`), apart from the
 # "rankpipe" counters of what was scored.
 PHASES_NAMESPACE = "rankpipe.phases"
+# "rankpipe" counter of the documents embedded (those not taken from the corpus vectors:
+# corpus_documents.FROM_CORPUS_VECTORS); `texts_embedded` counts queries and documents.
+DOCUMENTS_EMBEDDED = "documents_embedded"
 
 
 def signature_names(model_dir: str) -> set[str]:
@@ -76,6 +78,7 @@ class _Embed(beam.DoFn):
         self._loaded: _LoadedModel | None = None
         self._unreported_load: _LoadedModel | None = None
         self._texts = beam.metrics.Metrics.counter("rankpipe", "texts_embedded")
+        self._documents = beam.metrics.Metrics.counter("rankpipe", DOCUMENTS_EMBEDDED)
         self._loads = beam.metrics.Metrics.counter(PHASES_NAMESPACE, "saved_model_loads")
         self._load_ms = beam.metrics.Metrics.counter(PHASES_NAMESPACE, "model_load_ms")
         self._model_ms = beam.metrics.Metrics.counter(PHASES_NAMESPACE, "model_ms")
@@ -105,6 +108,8 @@ class _Embed(beam.DoFn):
         vectors = signature_fn(ids=tf.constant(ids))[EMBEDDING_OUTPUT].numpy()
         self._model_ms.inc(round((time.perf_counter() - t0) * 1000))
         self._texts.inc(len(batch))
+        if kind == "d":
+            self._documents.inc(len(batch))
         for row, (key, _) in enumerate(batch):
             yield key, vectors[row]
 

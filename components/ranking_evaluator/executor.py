@@ -30,6 +30,7 @@ from components.ranking_evaluator import kfp_ui
 from components.ranking_evaluator.config import EvaluatorConfig
 from components.ranking_evaluator.constants import (
     BLESSED,
+    CORPUS_VECTORS,
     FOLD_MODEL,
     FOLD_MODEL_RUN,
     MAIN_METRIC,
@@ -85,6 +86,7 @@ def _request(
             else None
         ),
         fold_models=fold_models,
+        corpus_vectors_uri=_uri_or_none(input_dict.get(CORPUS_VECTORS)),
     )
 
 

@@ -20,8 +20,8 @@ from rankcore.metrics import read_qrels, read_run
 
 
 class Part(NamedTuple):
-    """What one model ranks: the eval split, the SavedModel, its Trainer's model_run (whose
-    stored vectors the scoring may reuse); `fold` None without cross-validation."""
+    """What one model ranks: the eval split, the SavedModel, its Trainer's model_run (the
+    report's training curves and TensorBoard logs); `fold` None without cross-validation."""
 
     fold: int | None
     split: str

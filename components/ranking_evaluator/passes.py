@@ -1,6 +1,8 @@
 """The RankingEvaluator's scoring passes: every candidate of the evaluated split(s) scored by
 every model (scoring.score_split, in Beam). Dual encoders embed each distinct text once; other
-models score every pair (scoring.py). One part (no cross-validation): candidate and baseline in
+models score every pair (scoring.py); a model whose documents come from frozen sentence
+encoders takes them from the corpus-vectors artifact when one is wired (corpus_documents.py).
+One part (no cross-validation): candidate and baseline in
 one pass. Folds: each fold's eval split with its own model, then the baseline over all of them
 in one more pass."""
 
@@ -16,8 +18,10 @@ import tensorflow as tf
 from tfx.dsl.components.base import base_beam_executor
 
 from components import beam_mode, worker_dirs
-from components.ranking_evaluator import scoring, stored_vectors
+from components.ranking_evaluator import scoring
 from components.ranking_evaluator.config import EvaluatorConfig
+from components.ranking_evaluator.corpus_documents import FROM_CORPUS_VECTORS, corpus_documents
+from components.ranking_evaluator.embedding import DOCUMENTS_EMBEDDED
 from components.ranking_evaluator.inputs import EvalInputs
 from components.ranking_evaluator.request import EvaluationRequest
 from rankcore import feedback, fusion
@@ -49,15 +53,16 @@ def score_pass(
     models: dict[str, str],
     config: EvaluatorConfig,
     phases: dict[str, float],
-    reuse: dict[str, stored_vectors.StoredVectors | None] | None = None,
     fusions: dict[str, dict | None] | None = None,
     first_stage: Run | None = None,
 ) -> tuple[dict[str, Run], dict[str, str]]:
     """One scoring pass (scoring.score_split) over `splits` with `models`; its phases are
     added to `phases`. A model whose fusion (`fusions`, by name) carries feedback ranks each
     query's candidates with it (rankcore/feedback.py), from the lists of `first_stage`, at
-    its fusion alpha: its run is then what its rank_candidates signature ranks.
-    `beam_executor` is the executor whose Beam settings and temp dir the pass uses."""
+    its fusion alpha: its run is then what its rank_candidates signature ranks. A model with
+    a frozen document tower takes its documents from the request's corpus vectors
+    (corpus_documents). `beam_executor` is the executor whose Beam settings and temp dir the
+    pass uses."""
     feedbacks = {
         name: (fused["feedback"], fused.get("alpha"))
         for name, fused in (fusions or {}).items()
@@ -82,7 +87,10 @@ def score_pass(
             batch_size=config.batch_size,
             scores_prefix=os.path.join(scores_dir, "part"),
             phases=pass_phases,
-            reuse=reuse,
+            corpus={
+                name: corpus_documents(request.corpus_vectors_uri, model_dir)
+                for name, model_dir in models.items()
+            },
             feedbacks=feedbacks,
             first_stage=first_stage,
         )
@@ -117,17 +125,6 @@ def score_parts(
         part_models = {"candidate": part.model_dir}
         if len(parts) == 1 and baseline is not None:
             part_models["baseline"] = baseline.path
-        # A dual encoder's Trainer already embedded its dev split's texts with this very
-        # model (rankcore/embeddings.py): the texts among them are not embedded again. With
-        # a frozen document tower, the other Trainers' documents are this model's too.
-        reuse = {
-            "candidate": stored_vectors.reusable_embeddings(
-                part.model_run,
-                part.model_dir,
-                [request.model_run, *(p.model_run for p in parts)],
-                part.split,
-            )
-        }
         scored, scored_by = score_pass(
             beam_executor,
             request,
@@ -135,7 +132,6 @@ def score_parts(
             part_models,
             config,
             phases,
-            reuse,
             {"candidate": part_fusion, "baseline": baseline_fusion},
             inputs.first_stage,
         )
@@ -179,13 +175,16 @@ def _count_and_log(
             f"the {request.split_label} split of {request.examples_uri} has no examples to score"
         )
     logging.info(
-        "Scored %d candidates of %d %s queries with %d model(s) (%s) in %.1fs: %s",
+        "Scored %d candidates of %d %s queries with %d model(s) (%s) in %.1fs; documents from "
+        "corpus vectors: %d, embedded: %d; %s",
         n_scored,
         len(raw["candidate"]),
         request.split_label,
         n_models,
         scored_by,
         seconds,
+        phases.get(FROM_CORPUS_VECTORS, 0),
+        phases.get(DOCUMENTS_EMBEDDED, 0),
         phases,
     )
     return n_scored

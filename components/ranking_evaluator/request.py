@@ -34,6 +34,9 @@ class EvaluationRequest:
     candidate_run_dir: str
     ui_metrics_dir: str | None = None  # the system.Metrics artifact's directory, if wired
     fold_models: dict[int, tuple[str, str | None]] = field(default_factory=dict)
+    # The CorpusEncoder's artifact (rankcore/corpus_vectors.py), if wired: the document
+    # vectors of models with a frozen document tower (corpus_documents.py).
+    corpus_vectors_uri: str | None = None
 
     def split_uri(self, split: str) -> str:
         """The directory of `split`; the error tfx's artifact_utils.get_split_uri gives when

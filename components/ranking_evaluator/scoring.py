@@ -8,9 +8,10 @@ Two paths, chosen per model by its signatures (`embeds`):
   two L2-normalised vectors, so every distinct query and document of the split is embedded
   once (embedding.py) and each pair is scored by a dot product, as sentence-transformers
   scores a corpus (util.semantic_search over encode()d embeddings,
-  https://www.sbert.net/examples/applications/semantic-search/); the vectors a Trainer already
-  computed with the very SavedModel are reused (stored_vectors.py). A dual encoder with
-  pseudo-relevance feedback scores a query's whole list (rankcore/feedback.py).
+  https://www.sbert.net/examples/applications/semantic-search/); a model whose documents come
+  from frozen sentence encoders takes them from the corpus-vectors artifact
+  (corpus_documents.py). A dual encoder with pseudo-relevance feedback scores a query's whole
+  list (rankcore/feedback.py).
 
 Where a pass's time goes (docs/speed.md, "The pipeline's own cost"): `score_split` can fill a
 `phases` dict from the pass's Beam metrics: how many SavedModels were loaded and for how long
@@ -25,7 +26,6 @@ The transforms and helpers of both paths are importable from here, as before the
 from __future__ import annotations
 
 import json
-import logging
 import time
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
@@ -36,17 +36,11 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.runners.runner import PipelineResult
 from tfx.utils import io_utils
 
+from components.ranking_evaluator.corpus_documents import FROM_CORPUS_VECTORS, CorpusDocuments
 from components.ranking_evaluator.embed_once import EmbedAndScore, Feedback
-from components.ranking_evaluator.embedding import embeds
+from components.ranking_evaluator.embedding import DOCUMENTS_EMBEDDED, embeds
 from components.ranking_evaluator.eval_examples import Scored
 from components.ranking_evaluator.per_pair import ScoreExamples
-from components.ranking_evaluator.stored_vectors import (
-    REUSE_CHECKED,
-    REUSE_MISMATCHED,
-    REUSE_TOLERANCE,
-    REUSED_FROM_OTHERS,
-    StoredVectors,
-)
 
 
 def to_runs(scored: list[Scored], names: Sequence[str]) -> dict[str, dict[str, dict[str, float]]]:
@@ -97,7 +91,8 @@ def _metric_count(results: dict, name: str) -> int:
 def pass_phases(result: PipelineResult, seconds: float) -> dict[str, float]:
     """Where a scoring pass's `seconds` went, from its Beam metrics: SavedModel loads (count
     and seconds, summed over workers: EmbedAndScore's counters and RunInference's
-    `load_model_latency_milli_secs`), seconds inside the models (summed over workers), and the
+    `load_model_latency_milli_secs`), seconds inside the models (summed over workers), the
+    texts embedded and the documents taken from the corpus vectors instead, and the
     rest of the pass (Beam start-up, workers, I/O, joins; the model seconds are taken off as if
     the workers had run in turn, so with N parallel workers it is an upper bound)."""
     results = result.metrics().query(MetricsFilter())
@@ -110,19 +105,13 @@ def pass_phases(result: PipelineResult, seconds: float) -> dict[str, float]:
         _metric_sum(results, "model_ms") / 1e3
         + _metric_sum(results, "inference_batch_latency_micro_secs") / 1e6
     )
-    reuse = {
+    texts = {
         name: int(_metric_sum(results, name))
-        for name in (
-            "texts_embedded",
-            "texts_reused",
-            REUSED_FROM_OTHERS,
-            REUSE_CHECKED,
-            REUSE_MISMATCHED,
-        )
+        for name in ("texts_embedded", DOCUMENTS_EMBEDDED, FROM_CORPUS_VECTORS)
     }
     return {
         "pass_seconds": round(seconds, 2),
-        **reuse,
+        **texts,
         "saved_model_loads": int(loads),
         "model_load_seconds": round(load_s, 2),
         "model_seconds": round(model_s, 2),
@@ -132,18 +121,18 @@ def pass_phases(result: PipelineResult, seconds: float) -> dict[str, float]:
 
 class _Plan(NamedTuple):
     """How each model is scored (EMBED_ONCE or PER_PAIR), the models of each way, and the
-    feedback settings and stored vectors of the models that can use them."""
+    feedback settings and corpus vectors of the models that can use them."""
 
     how: dict[str, str]
     groups: dict[str, list[str]]
     feedbacks: dict[str, Feedback]
-    reuse: dict[str, StoredVectors]
+    corpus: dict[str, CorpusDocuments]
 
 
 def _plan(
     models: dict[str, str],
     embed: bool,
-    reuse: dict[str, StoredVectors | None] | None,
+    corpus: dict[str, CorpusDocuments | None] | None,
     feedbacks: dict[str, Feedback] | None,
 ) -> _Plan:
     """score_split's choice per model: by embedding when it `embeds` (unless embed=False),
@@ -156,13 +145,13 @@ def _plan(
                 f"{models[name]} carries feedback ({setting}) but has no embedding "
                 "signatures: only dual encoders can rank with feedback"
             )
-    reuse = {n: r for n, r in (reuse or {}).items() if r and how.get(n) == EMBED_ONCE}
+    corpus = {n: c for n, c in (corpus or {}).items() if c and how.get(n) == EMBED_ONCE}
     groups = {
         label: [n for n in models if how[n] == label]
         for label in (EMBED_ONCE, PER_PAIR)
         if label in how.values()
     }
-    return _Plan(how, groups, feedbacks, reuse)
+    return _Plan(how, groups, feedbacks, corpus)
 
 
 def _run_pass(
@@ -191,7 +180,7 @@ def _run_pass(
     for label, names in plan.groups.items():
         kwargs = {}
         if label == EMBED_ONCE:
-            kwargs["reuse"] = [plan.reuse.get(n) for n in names]
+            kwargs["corpus"] = [plan.corpus.get(n) for n in names]
             if plan.feedbacks:
                 kwargs["feedbacks"] = [plan.feedbacks.get(n) for n in names]
                 kwargs["first_stage"] = first_stage
@@ -208,22 +197,6 @@ def _run_pass(
     return result
 
 
-def _reuse_failed(result: PipelineResult) -> bool:
-    """Whether a re-embedded sample of the reused vectors disagreed (stored_vectors._Check);
-    a warning says so."""
-    counters = result.metrics().query(MetricsFilter())
-    mismatched = _metric_sum(counters, REUSE_MISMATCHED)
-    if mismatched:
-        logging.warning(
-            "%d of %d re-embedded texts differ from the Trainer's vectors by more than %g: "
-            "scoring the split again, embedding every text",
-            mismatched,
-            _metric_sum(counters, REUSE_CHECKED),
-            REUSE_TOLERANCE,
-        )
-    return bool(mismatched)
-
-
 def score_split(
     make_pipeline: Callable[[], beam.Pipeline],
     split_uris: Sequence[str],
@@ -232,36 +205,24 @@ def score_split(
     scores_prefix: str,
     embed: bool = True,
     phases: dict[str, float] | None = None,
-    reuse: dict[str, StoredVectors | None] | None = None,
+    corpus: dict[str, CorpusDocuments | None] | None = None,
     feedbacks: dict[str, Feedback] | None = None,
     first_stage: dict[str, dict[str, float]] | None = None,
 ) -> tuple[dict[str, dict[str, dict[str, float]]], dict[str, str]]:
     """Every candidate of the splits (their URIs) scored by every model in one Beam pipeline
     that reads the examples once: the models that `embeds` by EmbedAndScore (unless
-    embed=False), the others by ScoreExamples. `reuse` ({model name: reusable_embeddings(...)}) lets
-    EmbedAndScore take the Trainer's vectors of that model; should a re-embedded sample of
-    them disagree, the split is scored again without them (and a warning says so).
+    embed=False), the others by ScoreExamples. `corpus` ({model name:
+    corpus_documents.corpus_documents(...)}) lets EmbedAndScore take that model's document
+    vectors from the corpus-vectors artifact instead of embedding them.
     Returns ({name: run}, {name: EMBED_ONCE or PER_PAIR}); `phases`, when given, gets
     `pass_phases` (where the pass's time went). `feedbacks` ({model name: (setting, alpha)})
     names the models that rank with feedback, from the lists of `first_stage` (EmbedAndScore);
     only models scored by embedding can."""
-    plan = _plan(models, embed, reuse, feedbacks)
+    plan = _plan(models, embed, corpus, feedbacks)
     t0 = time.perf_counter()
     result = _run_pass(
         make_pipeline, split_uris, models, plan, batch_size, scores_prefix, first_stage
     )
-    if plan.reuse and _reuse_failed(result):
-        return score_split(
-            make_pipeline,
-            split_uris,
-            models,
-            batch_size,
-            scores_prefix + "-again",
-            embed,
-            phases,
-            feedbacks=plan.feedbacks,
-            first_stage=first_stage,
-        )
     if phases is not None:
         phases.update(pass_phases(result, time.perf_counter() - t0))
     runs: dict[str, dict[str, dict[str, float]]] = {}

@@ -36,8 +36,8 @@ from components.push_destination import (
     existing_versions,
     version_path,
 )
-from components.ranking_datagen.constants import SUMMARY_JSON
 from components.ranking_pusher import model_card
+from rankcore.constants import MODEL_DESCRIPTION_FILE, SUMMARY_JSON
 from rankcore.fusion import read_fusion
 
 EVALUATION_KEY = "evaluation"
@@ -136,7 +136,7 @@ def find_pushed_version(base: str, model_uri: str) -> tuple[str, str] | None:
     return None
 
 
-def _read_json(uri: str, name: str) -> dict[str, Any] | None:
+def _read_json(uri: str, name: str) -> Any:
     path = os.path.join(uri, name)
     if not tf.io.gfile.exists(path):
         logging.warning("%s not found; the model card will not include it", path)
@@ -202,6 +202,9 @@ class Executor(pusher_executor.Executor):
                 pipeline_config=config,
                 pushed_at=pushed_at,
                 fusion=read_fusion(path_utils.serving_model_path(model.uri)),
+                model_description=_read_json(
+                    path_utils.serving_model_path(model.uri), MODEL_DESCRIPTION_FILE
+                ),
             )
             return {
                 CARD_JSON: json.dumps(card, indent=2),

@@ -38,9 +38,12 @@ def build(
     pipeline_config: dict[str, Any] | None,
     pushed_at: datetime.datetime | None = None,
     fusion: dict[str, Any] | None = None,
+    model_description: list[str] | None = None,
 ) -> dict[str, Any]:
     """The card as a JSON-able dict (model_card.json); `markdown` renders it. `fusion`: the
-    pushed SavedModel's own (with cross-validation the evaluation's is the fold models')."""
+    pushed SavedModel's own (with cross-validation the evaluation's is the fold models').
+    `model_description`: the Markdown lines the Trainer's recipe wrote beside the SavedModel
+    (how it was trained, what it serves), printed as they are."""
     config = pipeline_config or {}
     pushed_at = pushed_at or datetime.datetime.now(datetime.timezone.utc)
     card: dict[str, Any] = {
@@ -57,6 +60,7 @@ def build(
         },
         # First-stage fusion the model ranks with (alpha, how it was chosen), or None.
         "fusion": fusion if fusion is not None else (evaluation or {}).get("fusion"),
+        "model_description": list(model_description or []),
         "data": datagen_summary,
         "config": {key: config[key] for key in _CONFIG_SECTIONS if key in config},
         "evaluation": None,
@@ -140,14 +144,9 @@ def _model_section(card: dict[str, Any]) -> list[str]:
             f"- training: {trainer.get('train_steps')} steps, batch size "
             f"{trainer.get('batch_size')}, learning rate {trainer.get('learning_rate')}",
         ]
-        dual = trainer.get("dual_encoder") or {}
-        if trainer.get("model") == "dual_encoder" and dual.get("companion_checkpoint_dir"):
-            w = dual.get("companion_weight")
-            lines.append(
-                f"- companion encoder `{dual['companion_checkpoint_dir']}`, used as it is: every "
-                f"vector is the model's and the companion's concatenated, a score {1 - w:.2f} "
-                f"* the model's cosine + {w:.2f} * the companion's"
-            )
+    # How it was trained and what it serves, as the Trainer's recipe describes the model it
+    # exported (trainer_module/recipes/: the SavedModel's model description).
+    lines += [f"- {line}" for line in card.get("model_description") or []]
     fusion = card.get("fusion")
     if fusion:
         lines.append(

@@ -8,9 +8,9 @@ from typing import Any
 
 from tfx.dsl.components.base import executor_spec
 from tfx.extensions.google_cloud_ai_platform import constants
-from tfx.extensions.google_cloud_ai_platform.trainer import component as vertex_component
 from tfx.extensions.google_cloud_ai_platform.trainer import executor as vertex_executor
 
+from components.ranking_trainer.component import RankingTrainer
 from components.trainer_replicas import replica
 from components.trainer_replicas.config import TrainerReplicasConfig
 
@@ -54,7 +54,9 @@ class VertexTrainerExecutor(vertex_executor.GenericExecutor):
         return replica.ReplicaExecutor
 
 
-class VertexReplicaTrainer(vertex_component.Trainer):
-    """`tfx.extensions.google_cloud_ai_platform.Trainer` with VertexTrainerExecutor."""
+class VertexReplicaTrainer(RankingTrainer):
+    """The RankingTrainer (TFX's Trainer spec and the optional corpus vectors) with
+    VertexTrainerExecutor, as `tfx.extensions.google_cloud_ai_platform.Trainer` is TFX's
+    Trainer with its executor."""
 
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(VertexTrainerExecutor)

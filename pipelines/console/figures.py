@@ -16,10 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from components.ranking_datagen.constants import SUMMARY_JSON
+from components.corpus_encoder.constants import DOCUMENTS_PROPERTY, ENCODERS_PROPERTY
 from components.ranking_evaluator.constants import BLESSED, MAIN_METRIC
 from pipelines.mlmd_read import output_artifacts, prop
-from rankcore.constants import TRAIN_RESULTS_FILE
+from rankcore.constants import SUMMARY_JSON, TRAIN_RESULTS_FILE
 
 
 @dataclass(frozen=True)
@@ -89,6 +89,14 @@ def _pusher_figure(pushed: Any) -> str:
     return "not pushed (model not blessed)"
 
 
+def corpus_encoder_figure(vectors: Any) -> str:
+    """ "1,400 documents x 2 encoders" from the CorpusVectors artifact's custom properties."""
+    documents = prop(vectors, DOCUMENTS_PROPERTY) or 0
+    encoders = prop(vectors, ENCODERS_PROPERTY) or 0
+    return f"{documents:,} documents x {encoders} encoder{'s' if encoders != 1 else ''}"
+
+
+CORPUS_ENCODER = KeyFigure("rankpipe.CorpusVectors", corpus_encoder_figure)
 DATAGEN = KeyFigure(
     "rankpipe.DatagenSummary",
     lambda summary: datagen_figure(_read_json(os.path.join(summary.uri, SUMMARY_JSON))),

@@ -1,13 +1,12 @@
-"""TREC run and qrels readers, strict, with file:line errors (ir_measures' `util.py`
-parse_trec_qrels / parse_trec_run counterpart).
+"""TREC run and qrels readers for the metrics, with file:line errors (ir_measures' `util.py`
+parse_trec_qrels / parse_trec_run counterpart): the evaluator, the Trainer's validation and
+`rankpipe eval` all read through it.
 
-As in trec_eval v10 (rank column ignored, runid from the last line, '#' comments) but stricter:
-what trec_eval would atol()/atof() to 0 is an error here. The one place rankpipe parses these
-formats for metrics: the evaluator, the Trainer's validation and `rankpipe eval` all read
-through it. (RankingDataGen takes the user's collection files with its own readers,
-components/ranking_datagen/readers/trec.py, lenient per `datagen.on_bad_record` like its other
-collection formats; the same records on well-formed files, see below.) The runs rankpipe
-writes come from rankcore/trec.py.
+TREC lines are parsed by rankcore/trec.py, the one TREC grammar (as trec_eval v10 reads them,
+but what trec_eval would atol()/atof() to 0 is an error; the grammar and every decision on a
+dialect are listed there), which RankingDataGen's `trec_qrels`/`trec_run` readers use too: a
+file means the same to the pipeline and to its metrics. Here the "fail" policy: the first bad
+line raises MalformedLineError. The runs rankpipe writes come from rankcore/trec.py as well.
 
 `read_qrels` also reads the other judgment formats the pipeline takes as `collection.qrels`
 (`QRELS_FORMATS`, the names of components/ranking_datagen/readers' registry): BEIR's
@@ -22,10 +21,20 @@ two to the same records on the shared collections
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from os import PathLike
 from typing import TypeVar
+
+from rankcore.trec import (
+    MalformedLineError,
+    QrelsLine,
+    RunLine,
+    iter_records,
+    open_lines,
+    parse_lines,
+    parse_qrels_line,
+    parse_run_line,
+)
 
 __all__ = [
     "QRELS_FORMATS",
@@ -46,16 +55,6 @@ _BOM = b"\xef\xbb\xbf"
 
 
 N = TypeVar("N", int, float)
-
-
-class MalformedLineError(ValueError):
-    """A line of a qrels or run file that trec_eval would reject (or misread)."""
-
-    def __init__(self, path: str | PathLike[str], line_no: int, problem: str) -> None:
-        super().__init__(f"{path}:{line_no}: {problem}")
-        self.path = str(path)
-        self.line_no = line_no
-        self.problem = problem
 
 
 def _decode(raw: bytes, path: str | PathLike[str], line_no: int) -> str:
@@ -97,12 +96,6 @@ def _first_time(
         raise MalformedLineError(path, line_no, f"{message} (first at line {first})")
 
 
-def _trec_judgment(fields: list[bytes]) -> tuple[bytes, bytes, bytes] | str:
-    if len(fields) != 4:
-        return f"expected 4 fields 'qid iter docno rel', got {len(fields)}"
-    return fields[0], fields[2], fields[3]
-
-
 def _beir_judgment(raw: bytes, line_no: int) -> tuple[bytes, bytes, bytes] | str | None:
     # BEIR's TSV: tab-separated, each column stripped (so CRLF files read), an optional header
     # on line 1, no comment syntax: as RankingDataGen's BeirQrels reads it.
@@ -131,12 +124,10 @@ def read_qrels(
     """Read judgments as {qid: {docno: grade}}; `qrels_format` is one of QRELS_FORMATS or
     "auto" (`detect_qrels_format`).
 
-    trec_qrels, `qid iter docno rel` (trec_eval's format), as trec_eval reads it: fields split
-    on ASCII whitespace (bytes.split matches C isspace, str.split would also split on e.g.
-    U+00A0), exactly 4 fields, lines starting with '#' are comments. Stricter than trec_eval,
-    which atol()s garbage to 0: a non-integer relevance or a repeated (qid, docno) raises
-    MalformedLineError. Blank lines are skipped (trec_eval rejects them in qrels, accepts
-    them in runs).
+    trec_qrels, `qid iter docno rel` (trec_eval's format), in rankcore/trec.py's grammar:
+    fields split on ASCII whitespace, exactly 4, an ASCII integer relevance, blank lines and
+    lines whose first non-blank character is '#' skipped, '.gz' files gunzipped; a bad line or
+    a repeated (qid, docno) raises MalformedLineError.
 
     beir_qrels, `query-id<TAB>corpus-id<TAB>score` with or without that header line; cranfield,
     `qid docid code` with Cleverdon's codes mapped to gains (`_cranfield_gain`): the same
@@ -149,6 +140,11 @@ def read_qrels(
             f"unknown qrels format {qrels_format!r}; known: {', '.join(QRELS_FORMATS)}"
         )
     qrels: dict[str, dict[str, int]] = {}
+    if qrels_format == TREC_QRELS:
+        for _, judgment in iter_records(path, parse_qrels_line):
+            assert isinstance(judgment, QrelsLine)
+            qrels.setdefault(judgment.qid, {})[judgment.docno] = judgment.rel
+        return qrels
     first_seen: dict[tuple[str, str], int] = {}
     with open(path, "rb") as f:
         for line_no, raw in enumerate(f, start=1):
@@ -166,9 +162,7 @@ def read_qrels(
                 fields = raw.split()
                 if not fields:
                     continue
-                if qrels_format == TREC_QRELS:
-                    parsed = _trec_judgment(fields)
-                elif len(fields) != 3:
+                if len(fields) != 3:
                     parsed = f"expected 3 fields 'qid docid code' (cranqrel), got {len(fields)}"
                 else:
                     parsed = (fields[0], fields[1], fields[2])
@@ -222,49 +216,23 @@ def read_run_with_runid(
 ) -> tuple[dict[str, dict[str, float]], str | None]:
     """Read `qid iter docno rank score runid [ignored...]` lines; return (run, runid).
 
-    As in trec_eval: the rank column is ignored (ranks come from the scores, see
-    `rank_documents`), columns after runid are ignored (results.trunc has them), blank
-    lines and lines whose first non-blank character is '#' are skipped, and the runid
-    is the one on the last line. Stricter than trec_eval (which atof()s garbage to 0):
-    a non-numeric or NaN score raises MalformedLineError, and so does a document
-    retrieved twice for one query (trec_eval aborts on that too, without a line).
+    In rankcore/trec.py's grammar, as trec_eval reads runs: the rank column is not used
+    (ranks come from the scores, see `rank_documents`; it must be an integer), columns after
+    runid are ignored (results.trunc has them), blank lines and lines whose first non-blank
+    character is '#' are skipped, and the runid is the one on the last line. Stricter than
+    trec_eval (which atof()s garbage to 0): a score that is not a finite decimal number, or a
+    document retrieved twice for one query (trec_eval aborts on that too, without a line),
+    raises MalformedLineError.
     """
     run: dict[str, dict[str, float]] = {}
-    first_seen: dict[tuple[str, str], int] = {}
-    qid_cache: dict[bytes, str] = {}
-    runid_raw: bytes | None = None
-    with open(path, "rb") as f:
-        for line_no, raw in enumerate(f, start=1):
-            fields = raw.split()
-            if not fields or fields[0].startswith(b"#"):
-                continue
-            if len(fields) < 6:
-                raise MalformedLineError(
-                    path,
-                    line_no,
-                    f"expected 6 fields 'qid iter docno rank score runid', got {len(fields)}",
-                )
-            qid = qid_cache.get(fields[0])
-            if qid is None:
-                qid = qid_cache[fields[0]] = _decode(fields[0], path, line_no)
-            docno = _decode(fields[2], path, line_no)
-            score = _number(float, fields[4], "score", "a number", path, line_no)
-            if math.isnan(score):
-                raise MalformedLineError(path, line_no, "score is NaN")
-            _first_time(
-                first_seen,
-                qid,
-                docno,
-                path,
-                line_no,
-                "document {d!r} retrieved twice for query {q!r}",
-            )
-            docs = run.get(qid)
-            if docs is None:
-                docs = run[qid] = {}
-            docs[docno] = score
-            runid_raw = fields[5]
-    runid = None if runid_raw is None else runid_raw.decode("utf-8", errors="replace")
+    runid: str | None = None
+    for _, entry in iter_records(path, parse_run_line):
+        assert isinstance(entry, RunLine)
+        docs = run.get(entry.qid)
+        if docs is None:
+            docs = run[entry.qid] = {}
+        docs[entry.docno] = entry.score
+        runid = entry.runid
     return run, runid
 
 
@@ -274,11 +242,11 @@ def read_run(path: str | PathLike[str]) -> dict[str, dict[str, float]]:
 
 
 def read_runid(path: str | PathLike[str]) -> str | None:
-    """The run's runid as trec_eval reports it: the runid column of the last line."""
-    runid_raw: bytes | None = None
-    with open(path, "rb") as f:
-        for raw in f:
-            fields = raw.split()
-            if len(fields) >= 6 and not fields[0].startswith(b"#"):
-                runid_raw = fields[5]
-    return None if runid_raw is None else runid_raw.decode("utf-8", errors="replace")
+    """The run's runid as trec_eval reports it: the runid column of the last line (bad lines
+    are passed over here; reading the run reports them)."""
+    runid: str | None = None
+    with open_lines(path) as f:
+        for _, entry in parse_lines(f, parse_run_line, check_duplicates=False):
+            if isinstance(entry, RunLine):
+                runid = entry.runid
+    return runid

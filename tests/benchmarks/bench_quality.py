@@ -71,21 +71,21 @@ CE_RECIPE = [
     "trainer.batch_size=8",
     "trainer.train_steps=80",
     "trainer.ranking.feedback.mode=none",  # feedback moves a dual encoder's vectors: none here
-    "trainer.dual_encoder.frozen_documents=false",
+    "trainer.recipe=null",
     "datagen.sampling.mode=listwise",
     "datagen.sampling.negatives_per_positive=3",
     "datagen.sampling.samples_per_query=16",
 ]
 # The checkpoint as it is (cranfield.yaml fine-tunes its query tower; msmarco-subset.yaml not).
-ZERO_SHOT = ["trainer.train_steps=0", "trainer.dual_encoder.frozen_documents=false"]
+ZERO_SHOT = ["trainer.train_steps=0", "trainer.recipe=null"]
 # Both towers fine-tuned on sampled groups with the in-batch loss and BM25 hard negatives:
 # msmarco-subset.yaml's training settings, and cranfield.yaml's before it froze documents.
 IN_BATCH = [
     "trainer.train_steps=80",
-    "trainer.dual_encoder.frozen_documents=false",
+    "trainer.recipe=null",
     "trainer.dual_encoder.hidden_dropout=null",
     "trainer.dual_encoder.attention_dropout=null",
-    "trainer.loss=in_batch_softmax",
+    "trainer.recipe.type=in_batch",
     "trainer.batch_size=8",
     "trainer.learning_rate=2e-5",
     "trainer.encoder_learning_rate=2e-5",
@@ -105,7 +105,7 @@ IN_BATCH = [
 # cranfield.yaml's recipe (docs/trainer.md "Frozen documents"), for either collection.
 FROZEN_DOCUMENTS = [
     "trainer.train_steps=120",
-    "trainer.dual_encoder.frozen_documents=true",
+    "trainer.recipe.type=frozen_documents",
     "trainer.dual_encoder.hidden_dropout=0.0",
     "trainer.dual_encoder.attention_dropout=0.0",
     "trainer.loss=listwise_softmax",

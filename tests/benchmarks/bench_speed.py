@@ -19,9 +19,9 @@ train_steps 0: the checkpoint as it is, which the plain script also runs):
                  call: the test split for (b), the dev split for (c);
   (b) evaluator  the RankingEvaluator's scoring pass (components/ranking_evaluator/scoring.py
                  score_split, with the pipeline's Beam settings) on the pipeline's model,
-                 embedding every text; (b-reuse) the same taking the Trainer's dev vectors
-                 (rankcore/embeddings.py), as the pipeline's evaluator does; (b') the pass
-                 inside the pipeline run (metrics.json scoring_seconds);
+                 embedding every text (the zero-shot model has no frozen tower, so no
+                 document vectors come from the corpus vectors); (b') the pass inside the
+                 pipeline run (metrics.json scoring_seconds);
   (c) validation the Trainer's dev scoring (validation.score_dev_embedded, what
                  Controller.score_dev runs for a dual encoder: each distinct dev text once) plus
                  the alpha grid (fusion.tune_alpha), in this process; (c') the same inside the
@@ -54,7 +54,7 @@ from apache_beam.options.pipeline_options import PipelineOptions  # noqa: E402
 from bench_common import readonly_store, run_cranfield_pipeline  # noqa: E402
 
 from components.ranking_datagen import readers  # noqa: E402
-from components.ranking_evaluator import eval_examples, scoring, stored_vectors  # noqa: E402
+from components.ranking_evaluator import eval_examples, scoring  # noqa: E402
 from pipelines.config import BeamConfig, load_config  # noqa: E402
 from rankcore import fusion  # noqa: E402
 from trainer_module import validation  # noqa: E402
@@ -96,7 +96,7 @@ def encoder_config() -> TrainerConfig:
         {
             "model": "dual_encoder",
             "dual_encoder": {"checkpoint_dir": installed_minilm_dir()},
-            "loss": "in_batch_softmax",
+            "recipe": {"type": "in_batch"},
             "train_steps": 0,
         }
     )
@@ -200,7 +200,7 @@ def main() -> None:
                 "evaluator.cross_validation.folds=0",
                 "trainer.ranking.feedback.mode=none",
                 "trainer.train_steps=0",
-                "trainer.dual_encoder.frozen_documents=false",
+                "trainer.recipe=null",
             ],
             "cranfield",
         )
@@ -236,10 +236,7 @@ def main() -> None:
     dev_records = split_records(examples, "dev")
     test_uri = os.path.join(examples, "Split-test")
 
-    reusable = stored_vectors.reusable_embeddings(latest_uri(root, "ModelRun"), model_dir)
-    assert reusable, "the pipeline's Trainer wrote no reusable embeddings"
-
-    def evaluator(embed_texts: bool = True, reuse: bool = False) -> float:
+    def evaluator(embed_texts: bool = True) -> float:
         t0 = time.perf_counter()
         scoring.score_split(
             beam_pipeline,
@@ -248,7 +245,6 @@ def main() -> None:
             256,
             os.path.join(tempfile.mkdtemp(prefix="bench-speed-scores-"), "part"),
             embed=embed_texts,
-            reuse={"candidate": reusable if reuse else None},
         )
         return time.perf_counter() - t0
 
@@ -269,14 +265,13 @@ def main() -> None:
         return time.perf_counter() - t0
 
     # Each measurement `repeats` times, interleaved, best of them: the machine is shared.
-    names = ("a", "a_dev", "b", "b_reuse", "c", "e_in", "b0")
+    names = ("a", "a_dev", "b", "c", "e_in", "b0")
     times: dict[str, list[float]] = {k: [] for k in names}
     layer = tft.TFTransformOutput(transform_graph).transform_features_layer()
     for _ in range(args.repeats):
         floor_s, n_texts = floor(embed, test_records)
         times["a"].append(floor_s)
         times["b"].append(evaluator())
-        times["b_reuse"].append(evaluator(reuse=True))
         dev_floor_s, dev_texts = floor(embed, dev_records)
         times["a_dev"].append(dev_floor_s)
         times["c"].append(trainer_validation())
@@ -302,12 +297,7 @@ def main() -> None:
             f"{evaluator_s / floor_s:.2f}x (a)",
         ),
         (
-            "(b-reuse) the same, taking the Trainer's dev vectors",
-            best["b_reuse"],
-            f"{best['b_reuse'] / floor_s:.2f}x (a)",
-        ),
-        (
-            "(b') the pass inside the pipeline run (with reuse)",
+            "(b') the pass inside the pipeline run",
             metrics["scoring_seconds"],
             f"{metrics['scoring_seconds'] / floor_s:.2f}x (a)",
         ),

@@ -110,7 +110,7 @@ def load_encoder(transform_graph: str, max_q: int, max_d: int):
         {
             "model": "dual_encoder",
             "dual_encoder": {"checkpoint_dir": installed_minilm_dir()},
-            "loss": "in_batch_softmax",
+            "recipe": {"type": "in_batch"},
             "train_steps": 0,
         }
     )

@@ -12,12 +12,12 @@ import yaml
 
 from pipelines.config import (
     CONFIG_DIR,
-    MISSING_PRETRAINED,
     PATH_DEFAULTS,
     PipelineConfig,
     load_config,
 )
 from rankcore.config_loader import ConfigError
+from trainer_module.pretrained import PRETRAINED
 
 SHIPPED = sorted(CONFIG_DIR.glob("*.yaml"))
 
@@ -80,7 +80,7 @@ def test_pretrained_configs_name_make_pretrained_when_the_extra_is_missing(
     name: str, shared_data: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("RANKPIPE_MINILM", raising=False)
-    monkeypatch.setitem(PATH_DEFAULTS, "RANKPIPE_MINILM", MISSING_PRETRAINED)
+    monkeypatch.setitem(PATH_DEFAULTS, "RANKPIPE_MINILM", PRETRAINED[0].missing)
     with pytest.raises(ConfigError, match=r"not installed; run `make pretrained`") as e:
         load_config(name)
     assert f"{name}.yaml: " in str(e.value) and "datagen.vocab.vocab_file" in str(e.value)
@@ -127,20 +127,25 @@ def test_broken_config_names_file_and_key(tmp_path: Path, changes: dict, pattern
 
 
 def test_training_lists_and_frozen_documents_go_together(tmp_path: Path) -> None:
-    """Whole candidate lists (datagen.sampling.mode lists) are what a Trainer with frozen
-    documents trains on, and nothing else does: either without the other is refused before any
-    component runs, naming both keys; zero-shot (train_steps 0) reads no train split."""
+    """Whole candidate lists (datagen.sampling.mode lists) are what the frozen-documents recipe
+    trains on (its train_data), and no other recipe does: either without the other is refused
+    before any component runs, naming both keys; zero-shot (train_steps 0) reads no train
+    split, and refuses the frozen-documents recipe (which trains)."""
     frozen = {
         "trainer.model": "dual_encoder",
-        "trainer.dual_encoder": {"checkpoint_dir": str(tmp_path), "frozen_documents": True},
+        "trainer.dual_encoder": {"checkpoint_dir": str(tmp_path)},
+        "trainer.recipe": {"type": "frozen_documents"},
         "trainer.loss": "listwise_softmax",
     }
     path = _write(tmp_path, _demo_data(**frozen))
-    pattern = r"trainer\.dual_encoder\.frozen_documents .*set datagen\.sampling\.mode to lists"
+    pattern = r"trainer\.recipe\.type frozen_documents .*set datagen\.sampling\.mode to lists"
     with pytest.raises(ConfigError, match=pattern):
         load_config(path, check_inputs=False)
     path = _write(tmp_path, _demo_data(**{"datagen.sampling.mode": "lists"}))
-    pattern = r"datagen\.sampling\.mode: lists .*trainer\.dual_encoder\.frozen_documents"
+    pattern = (
+        r"datagen\.sampling\.mode: lists .*trainer\.recipe\.type sampled_groups does not "
+        r"train on \(only trainer\.recipe\.type frozen_documents\)"
+    )
     with pytest.raises(ConfigError, match=pattern):
         load_config(path, check_inputs=False)
     path = _write(tmp_path, _demo_data(**frozen, **{"datagen.sampling.mode": "lists"}))
@@ -149,6 +154,26 @@ def test_training_lists_and_frozen_documents_go_together(tmp_path: Path) -> None
     path = _write(tmp_path, _demo_data(**{**frozen, **zero_shot}))
     with pytest.raises(ConfigError, match=r"frozen_documents trains the query encoder"):
         load_config(path, check_inputs=False)
+    dual = {k: v for k, v in frozen.items() if k != "trainer.recipe"}
+    path = _write(tmp_path, _demo_data(**{**dual, **zero_shot}))
+    assert load_config(path, check_inputs=False).trainer.train_steps == 0
+
+
+def test_a_moved_recipe_key_names_its_new_place(tmp_path: Path) -> None:
+    """trainer.dual_encoder.frozen_documents moved into the recipe section: the file and a
+    --set both name where it is now."""
+    moved = {"trainer.dual_encoder": {"checkpoint_dir": "x", "frozen_documents": True}}
+    path = _write(tmp_path, _demo_data(**moved))
+    pattern = r"trainer\.dual_encoder\.frozen_documents is now trainer\.recipe\.type: frozen"
+    with pytest.raises(ConfigError, match=pattern):
+        load_config(path, check_inputs=False)
+    path = _write(tmp_path, _demo_data())
+    with pytest.raises(
+        ConfigError,
+        match=r"--set trainer\.dual_encoder\.companion_weight: .*is "
+        r"now trainer\.recipe\.frozen_documents\.companion_weight",
+    ):
+        load_config(path, ["trainer.dual_encoder.companion_weight=0.3"], check_inputs=False)
 
 
 def test_missing_input_file_names_key(tmp_path: Path, shared_data: Path) -> None:
@@ -355,3 +380,17 @@ def test_cross_validation_contradictions_name_both_keys(overrides: list, pattern
     )
     with pytest.raises(ConfigError, match=pattern):
         load_config("demo", [*folds, *overrides], check_inputs=False)
+
+
+def test_corpus_case_folding_agrees_where_both_read_the_vectors(fake_minilm: Path) -> None:
+    """Hybrid retrieval and a frozen document tower read the same corpus vectors, tokenized
+    once: their case folding must agree (pipelines/config_checks.py check_corpus_case)."""
+    both = ["datagen.hybrid.checkpoint_dir=${RANKPIPE_MINILM}", "datagen.hybrid.lowercase=false"]
+    with pytest.raises(ConfigError, match=r"datagen\.hybrid\.lowercase \(False\) differs"):
+        load_config("cranfield", both, check_inputs=False)
+    # hybrid retrieval alone reads them: its own case folding is the encoder's
+    load_config(
+        "cranfield",
+        [*both, "trainer.recipe=null", "datagen.sampling.mode=listwise"],
+        check_inputs=False,
+    )

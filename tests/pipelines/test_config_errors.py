@@ -309,16 +309,16 @@ def test_companion_checkpoint_is_named(tmp_path: Path) -> None:
         trainer={
             "model": "dual_encoder",
             "loss": "listwise_softmax",
-            "dual_encoder": {
-                "checkpoint_dir": str(ckpt),
-                "frozen_documents": True,
-                "companion_checkpoint_dir": missing,
+            "dual_encoder": {"checkpoint_dir": str(ckpt)},
+            "recipe": {
+                "type": "frozen_documents",
+                "frozen_documents": {"companion_checkpoint_dir": missing},
             },
         },
         datagen={"sampling": {"mode": "lists"}},
     )
     message = _error(path)
-    key = "trainer.dual_encoder.companion_checkpoint_dir"
+    key = "trainer.recipe.frozen_documents.companion_checkpoint_dir"
     assert message == f"{path}: {key}: no such file: {missing}/model.safetensors"
     assert f"point {key} at its directory" in config_fix(message)
 

@@ -116,7 +116,8 @@ def test_yaml_is_a_pipeline_spec_the_kfp_client_accepts(compiled: Path) -> None:
     assert spec.schema_version == "2.1.0"  # the only version the KFP API server accepts
     assert spec.pipeline_info.name == "rankpipe-demo"
     assert spec.default_pipeline_root == "gs://bucket/rankpipe/root"
-    assert set(spec.root.dag.tasks) == set(kubeflow_runner.DISPLAY_NAMES)
+    # Every component but the CorpusEncoder, which the demo (KNRM) does not need.
+    assert set(spec.root.dag.tasks) == set(kubeflow_runner.DISPLAY_NAMES) - {"CorpusEncoder"}
     # No display names by default: KFP 2.0 - 2.5 record executions under taskInfo.name and look
     # producers up by task key, so the two must be equal there.
     assert all(key == task.task_info.name for key, task in spec.root.dag.tasks.items())
@@ -511,3 +512,41 @@ def test_a_distributed_beam_runner_is_refused(beam_args: list[str]) -> None:
 def test_what_the_cluster_can_use_is_accepted(setting: str) -> None:
     config = load_config("demo", [*cluster_overrides("demo"), setting], check_inputs=False)
     kubeflow_runner.check_cluster_paths(config)
+
+
+def test_cranfield_spec_has_every_trainer_read_the_corpus_vectors(tmp_path: Path) -> None:
+    """The compiled Cranfield spec runs the CorpusEncoder as a task of its own, and every
+    Trainer (the pushed one and each fold's), RankingDataGen and the evaluator take its
+    rankpipe.CorpusVectors artifact as their `corpus_vectors` input (issue 38: no Trainer pod
+    embeds the corpus); the entrypoint knows the type."""
+    from kfp.client.client import _extract_pipeline_yaml
+
+    config = load_config("cranfield", cluster_overrides("cranfield"), False)
+    out = kubeflow_runner.compile_pipeline(config, str(tmp_path / "cranfield.yaml"))
+    spec = _extract_pipeline_yaml(out).pipeline_spec
+    tasks = spec.root.dag.tasks
+    readers = sorted(
+        name
+        for name, task in tasks.items()
+        if "corpus_vectors" in task.inputs.artifacts
+        and task.inputs.artifacts["corpus_vectors"].task_output_artifact.producer_task
+        == "CorpusEncoder"
+    )
+    trainers = ["Trainer", *(f"Trainer_fold{i}" for i in range(5))]
+    assert readers == sorted(["RankingDataGen", "RankingEvaluator", *trainers])
+    for name in ("CorpusEncoder", *trainers):
+        assert name in tasks
+    encoder = spec.components[tasks["CorpusEncoder"].component_ref.name]
+    output = encoder.output_definitions.artifacts["corpus_vectors"]
+    assert output.artifact_type.instance_schema.startswith("title: rankpipe.CorpusVectors\n")
+    trainer = spec.components[tasks["Trainer_fold3"].component_ref.name]
+    schema = trainer.input_definitions.artifacts["corpus_vectors"].artifact_type.instance_schema
+    assert schema.startswith("title: rankpipe.CorpusVectors\n")
+    assert "rankpipe.CorpusVectors" in kfp_entrypoint.ARTIFACT_TYPES
+    executors = json_format.MessageToDict(spec.deployment_spec)["executors"]
+    args = executors[encoder.executor_label]["container"]["args"]
+    assert "components.corpus_encoder.executor.Executor" in args
+    # Without a dense encoder anywhere (KNRM) there is no such task.
+    knrm = load_config("cranfield-knrm", cluster_overrides("cranfield-knrm"), False)
+    knrm_out = kubeflow_runner.compile_pipeline(knrm, str(tmp_path / "knrm.yaml"))
+    assert "CorpusEncoder" not in _extract_pipeline_yaml(knrm_out).pipeline_spec.root.dag.tasks

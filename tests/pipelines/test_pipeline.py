@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,9 +19,12 @@ def test_create_pipeline_wires_every_component(shared_data: Path) -> None:
     config = load_config("cranfield-knrm")
     pipeline = create_pipeline(config)
     ids = [c.id for c in pipeline.components]
-    assert sorted(ids) == sorted(COMPONENTS) == sorted(COMPONENT_IDS)
+    # KNRM reads no corpus vectors: the CorpusEncoder's row is left out (its `include`).
+    assert sorted(ids) == sorted(c for c in COMPONENTS if c != "CorpusEncoder")
     # Built in the table's order (the Pipeline sorts them topologically).
-    assert [c.id for c in create_components(config)] == list(COMPONENT_IDS)
+    assert [c.id for c in create_components(config)] == [
+        c for c in COMPONENT_IDS if c != "CorpusEncoder"
+    ]
     assert pipeline.enable_cache
     assert f"--direct_running_mode={config.runner.beam.direct_running_mode}" in (
         pipeline.beam_pipeline_args
@@ -116,3 +120,85 @@ def test_fold_branches_partition_the_folds() -> None:
         assert folds.split_names(k) == [f"fold{f}_{r}" for f in range(k) for r in ("train", "eval")]
     assert folds.parse_node_id("Trainer_fold3") == ("Trainer", 3)
     assert folds.parse_node_id("Trainer") == ("Trainer", None)
+
+
+def test_the_corpus_encoder_feeds_datagen_every_trainer_and_the_evaluator(
+    shared_data: Path,
+) -> None:
+    """Cranfield (a dual encoder over frozen documents with a companion): the CorpusEncoder
+    runs first, with both encoders at datagen.max_doc_length and their checkpoints' digests,
+    and RankingDataGen, every fold's Trainer and the evaluator read its artifact."""
+    from components.corpus_encoder.config import DocumentsConfig, encoders_from_json
+    from rankcore.encoders.hf_checkpoint import checkpoint_digest
+
+    config = load_config("cranfield", check_inputs=False)
+    built = create_components(config)
+    assert built[0].id == "CorpusEncoder"
+    readers = [c.id for c in built if "corpus_vectors" in c.inputs]
+    trainers = ["Trainer", *(f"Trainer_fold{i}" for i in range(5))]
+    assert readers == ["RankingDataGen", *trainers, "RankingEvaluator"]
+    for component in built:
+        if component.id in readers:
+            channel = component.inputs["corpus_vectors"]
+            assert channel.producer_component_id == "CorpusEncoder", component.id
+    encoder = built[0]
+    dual = config.trainer.dual_encoder
+    companion = config.trainer.recipe.frozen_documents.companion_checkpoint_dir
+    entries = encoders_from_json(encoder.exec_properties["encoders"])
+    assert [(e.checkpoint_dir, e.max_length) for e in entries] == [
+        (dual.checkpoint_dir, 254),
+        (companion, 254),
+    ]
+    if os.path.isdir(dual.checkpoint_dir):  # `make pretrained`
+        assert entries[0].checkpoint_digest == checkpoint_digest(dual.checkpoint_dir)
+    docs = DocumentsConfig.from_json(encoder.exec_properties["documents"])
+    assert (docs.documents_format, docs.allow_empty_documents, docs.lowercase) == (
+        "cranfield",
+        True,
+        True,
+    )
+    # Only what the vectors depend on: Trainer and evaluator settings leave the properties
+    # as they are (TFX's cache reuses the artifact).
+    other = load_config(
+        "cranfield",
+        ["trainer.train_steps=100", "evaluator.require_significance=false"],
+        check_inputs=False,
+    )
+    assert create_components(other)[0].exec_properties == encoder.exec_properties
+
+
+def test_corpus_encoders_are_the_union_of_hybrid_retrieval_and_the_document_tower(
+    shared_data: Path,
+) -> None:
+    from rankcore.corpus_vectors import EncoderSpec
+    from trainer_module.recipes import corpus_tower
+
+    config = load_config("cranfield", check_inputs=False)
+    dual = config.trainer.dual_encoder
+    # The Trainer's precision policy on this machine (float32 without a bf16 GPU).
+    precision = corpus_tower(config.trainer, 254).parts[0][0].precision
+    own, companion = (
+        EncoderSpec(dual.checkpoint_dir, 254, precision),
+        EncoderSpec(
+            config.trainer.recipe.frozen_documents.companion_checkpoint_dir, 254, precision
+        ),
+    )
+    assert component_table.corpus_encoders(config) == [own, companion]
+    # Hybrid retrieval with the dual encoder's checkpoint: the same encoder, once.
+    hybrid = load_config(
+        "cranfield", [f"datagen.hybrid.checkpoint_dir={dual.checkpoint_dir}"], check_inputs=False
+    )
+    hybrid_own = EncoderSpec(dual.checkpoint_dir, 254)  # dense retrieval computes float32
+    assert component_table.corpus_encoders(hybrid) == list(
+        dict.fromkeys([hybrid_own, own, companion])
+    )
+    # KNRM with hybrid retrieval: the hybrid encoder alone; without it, none.
+    knrm = load_config(
+        "cranfield-knrm",
+        [f"datagen.hybrid.checkpoint_dir={dual.checkpoint_dir}"],
+        check_inputs=False,
+    )
+    assert component_table.corpus_encoders(knrm) == [
+        EncoderSpec(dual.checkpoint_dir, knrm.datagen.max_doc_length)
+    ]
+    assert component_table.corpus_encoders(load_config("demo", check_inputs=False)) == []

@@ -78,7 +78,9 @@ def test_vertex_replicas_compile_to_tfx_vertex_trainer_extension() -> None:
 def test_one_replica_or_a_local_run_keeps_the_plain_trainer() -> None:
     args, custom = _trainer_task([])
     assert "rankpipe_tfjob" not in custom
-    assert _executor(args) == "tfx.components.trainer.executor.GenericExecutor"
+    # The RankingTrainer's executor: TFX's GenericExecutor that hands the run_fn the corpus
+    # vectors' URI (components/ranking_trainer).
+    assert _executor(args) == "components.ranking_trainer.executor.Executor"
     config = load_config(
         "demo",
         [
@@ -88,10 +90,29 @@ def test_one_replica_or_a_local_run_keeps_the_plain_trainer() -> None:
         check_inputs=False,
     )
     trainer = next(c for c in pipeline.create_components(config) if c.id == "Trainer")
-    assert type(trainer).__module__ == "tfx.components.trainer.component"
+    assert type(trainer).__module__ == "components.ranking_trainer.component"
 
 
 def test_a_global_batch_the_replicas_cannot_share_is_a_config_error() -> None:
     replicas = "runner.kubeflow.trainer_replicas={count: 3, staging_dir: gs://bucket/staging}"
     with pytest.raises(ConfigError, match=r"trainer.batch_size=32 .*trainer_replicas.count=3"):
         _trainer_task([replicas])
+
+
+def test_replicated_trainers_of_every_fold_read_the_corpus_vectors() -> None:
+    """Cranfield with TFJob replicas: each fold's Trainer task (the TFJob executor, whose
+    replicas get every input staged) takes the CorpusEncoder's artifact."""
+    replicas = "runner.kubeflow.trainer_replicas={count: 2, staging_dir: gs://bucket/staging}"
+    config = load_config(
+        "cranfield", [*cluster_overrides("cranfield"), replicas, "trainer.batch_size=16"], False
+    )
+    spec = kubeflow_runner.build_pipeline_job(config, "yaml")["pipelineSpec"]
+    tasks = spec["root"]["dag"]["tasks"]
+    trainers = [name for name in tasks if name.startswith("Trainer")]
+    assert len(trainers) == 6
+    for name in trainers:
+        source = tasks[name]["inputs"]["artifacts"]["corpus_vectors"]["taskOutputArtifact"]
+        assert source == {"outputArtifactKey": "corpus_vectors", "producerTask": "CorpusEncoder"}
+        label = spec["components"][tasks[name]["componentRef"]["name"]]["executorLabel"]
+        args = spec["deploymentSpec"]["executors"][label]["container"]["args"]
+        assert _executor(args) == "components.trainer_replicas.executor.TFJobTrainerExecutor"

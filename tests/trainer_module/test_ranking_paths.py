@@ -96,6 +96,7 @@ def exported(transform_graph, tmp_path_factory):
             trainer_testdata.MAX_D,
             models[name],
             fusion={"mode": "fixed", "alpha": ALPHA, "feedback": setting},
+            towers=True,
         )
     texts = sorted({*QUERIES.values(), *(d for docs in FIRST_STAGE.values() for d in docs)})
     ids = trainer_testdata.tokenize(transform_graph, texts)

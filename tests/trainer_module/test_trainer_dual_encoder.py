@@ -2,7 +2,6 @@
 
 import json
 import os
-import shutil
 
 import apache_beam as beam
 import bert_testdata
@@ -19,9 +18,9 @@ from components.ranking_evaluator import (
     embedding,
     eval_examples,
     scoring,
-    stored_vectors,
 )
-from rankcore import embeddings, feedback, fusion
+from rankcore import corpus_vectors, feedback, fusion
+from rankcore.constants import MODEL_DESCRIPTION_FILE, TRAIN_RESULTS_FILE
 from rankcore.encoders import hf_checkpoint
 from rankcore.metrics import aggregate, compute_metrics, rank_documents
 from trainer_module import losses, validation
@@ -95,8 +94,10 @@ def test_dual_encoder_loads_the_checkpoint_and_scores_cosine(bert_checkpoint, tr
     np.testing.assert_allclose(scores, want, atol=1e-5)
 
 
-def test_in_batch_loss_requires_the_dual_encoder():
-    with pytest.raises(ValueError, match="in_batch_softmax needs model=dual_encoder"):
+def test_in_batch_recipe_requires_the_dual_encoder_and_owns_its_loss():
+    with pytest.raises(ValueError, match="recipe.type in_batch needs a model with separate"):
+        trainer_testdata.small_config(recipe={"type": "in_batch"})
+    with pytest.raises(ValueError, match="loss in_batch_softmax is now recipe.type: in_batch"):
         trainer_testdata.small_config(loss="in_batch_softmax")
     with pytest.raises(ValueError, match="train_steps must be >= 1"):
         trainer_testdata.small_config(train_steps=0)
@@ -108,7 +109,7 @@ def test_dual_encoder_in_batch_training_lowers_the_loss(
     cfg = trainer_testdata.small_config(
         model="dual_encoder",
         dual_encoder={"checkpoint_dir": bert_checkpoint, "hidden_dropout": 0.0},
-        loss="in_batch_softmax",
+        recipe={"type": "in_batch"},
         train_steps=30,
         validate_every=0,
         log_every=1,
@@ -163,7 +164,7 @@ def test_zero_shot_export_equals_numpy_mean_pooled_cosine(
 ):
     args, result = zero_shot
     assert result.steps == 0 and result.final_metric is not None
-    parts = ("setup", "train", "dev_scoring", "fusion", "export", "write_embeddings")
+    parts = ("setup", "train", "dev_scoring", "fusion", "export")  # no dev vectors written
     assert set(result.seconds) == {*parts, "total"}
     assert sum(result.seconds[p] for p in parts) <= result.seconds["total"]
     loaded = tf.saved_model.load(args.serving_model_dir)
@@ -301,7 +302,12 @@ def _shared_document_examples(transform_graph: str, directory: str) -> dict:
         for d in docs
     ]
     trainer_testdata._write_shards(os.path.join(directory, "Split-test"), records, 3)
-    return {"texts": len(queries) + len(docs), "pairs": len(records), "records": records}
+    return {
+        "texts": len(queries) + len(docs),
+        "documents": len(docs),
+        "pairs": len(records),
+        "records": records,
+    }
 
 
 def _old_export(model_dir: str, directory: str) -> str:
@@ -376,7 +382,11 @@ def test_evaluator_embeds_each_text_once_and_scores_as_per_pair(
         c.key.metric.name: c.committed
         for c in result.metrics().query(MetricsFilter().with_namespace("rankpipe"))["counters"]
     }
-    assert counters == {"texts_embedded": data["texts"], "pairs_scored": data["pairs"]}
+    assert counters == {
+        "texts_embedded": data["texts"],
+        embedding.DOCUMENTS_EMBEDDED: data["documents"],
+        "pairs_scored": data["pairs"],
+    }
 
 
 def _signature_vectors(model_dir: str, records: list[bytes]) -> dict:
@@ -476,71 +486,16 @@ def test_embedding_signatures_match_the_pair_signatures(zero_shot, transform_gra
     assert not long or not np.allclose(query_vectors[long], doc_vectors[long], atol=1e-3)
 
 
-def _score(split_uri: str, model_dir: str, out: str, stored) -> tuple[dict, dict]:
-    """The evaluator's scoring pass (score_split) of one split by one model, taking the
-    `stored` vectors (stored_vectors.reusable_embeddings; None: none); (run, phases)."""
-    phases: dict = {}
-    runs, _ = scoring.score_split(
-        beam.Pipeline,
-        [split_uri],
-        {"candidate": model_dir},
-        batch_size=3,
-        scores_prefix=os.path.join(out, "p"),
-        phases=phases,
-        reuse={"candidate": stored},
-    )
-    return runs["candidate"], phases
-
-
-def _score_dev_split(args, tmp_path, name: str, reuse: str | None) -> tuple[dict, dict]:
-    """The evaluator's scoring pass over the Trainer's own dev split."""
-    split_uri = os.path.dirname(args.eval_files[0])  # <examples>/Split-dev
-    stored = stored_vectors.reusable_embeddings(reuse, args.serving_model_dir)
-    return _score(split_uri, args.serving_model_dir, str(tmp_path / name), stored)
-
-
-def _assert_same_run(got: dict, want: dict) -> None:
-    assert got.keys() == want.keys()
-    for qid, docs in want.items():
-        assert got[qid].keys() == docs.keys()
-        np.testing.assert_allclose(
-            [got[qid][d] for d in docs], list(docs.values()), rtol=0, atol=1e-5
-        )
-
-
-def test_evaluator_reuses_the_trainers_vectors_of_the_same_model(zero_shot, tmp_path):
-    """The Trainer writes the dev texts' vectors of the model it exports (rankcore/
-    embeddings.py); the evaluator takes them instead of embedding those texts again, and the
-    scores are those of embedding everything (issue 16: encode every text once per run)."""
-    args, _ = zero_shot
-    meta = embeddings.read_meta(args.model_run_dir)
-    assert meta is not None and meta.split == "dev" and meta.dim == 32
-    assert meta.model == embeddings.model_fingerprint(args.serving_model_dir)
-    stored = stored_vectors.reusable_embeddings(args.model_run_dir, args.serving_model_dir)
-    assert stored == (embeddings.vectors_path(args.model_run_dir), meta, ())
-    want, fresh = _score_dev_split(args, tmp_path, "fresh", None)
-    got, reused = _score_dev_split(args, tmp_path, "reused", args.model_run_dir)
-    _assert_same_run(got, want)
-    assert fresh["texts_reused"] == 0 and fresh["texts_embedded"] == meta.count
-    # Every dev text came from the Trainer; only the checked sample was embedded again.
-    assert reused["texts_reused"] == meta.count
-    assert reused["texts_embedded"] == reused["reuse_checked"] < meta.count
-    assert reused["reuse_mismatched"] == 0
-    # Another model's vectors are never taken.
-    other = _old_export(args.serving_model_dir, str(tmp_path / "other"))
-    assert stored_vectors.reusable_embeddings(args.model_run_dir, other) is None
-
-
 def _frozen_run(tmp_path, examples_dir, transform_graph, bert_checkpoint, name, dev, seed):
     """run_fn with frozen document vectors, validating on split `dev`; its FnArgs."""
     cfg = trainer_testdata.small_config(
         model="dual_encoder",
         dual_encoder={
             "checkpoint_dir": bert_checkpoint,
-            "frozen_documents": True,
             "hidden_dropout": 0.0,
             "attention_dropout": 0.0,
         },
+        recipe={"type": "frozen_documents"},
         loss="listwise_softmax",
         train_steps=2,
         checkpoint_every=2,
@@ -555,74 +510,28 @@ def _frozen_run(tmp_path, examples_dir, transform_graph, bert_checkpoint, name, 
     return args
 
 
-def test_evaluator_takes_documents_from_trainers_of_the_same_frozen_tower(
-    bert_checkpoint, lists_examples_dir, transform_graph, tmp_path
+def test_a_frozen_tower_is_named_beside_the_export(
+    zero_shot, bert_checkpoint, lists_examples_dir, transform_graph, tmp_path
 ):
-    """Cross-validation: fold i's test documents were embedded by other folds' Trainers (their
-    dev splits). With frozen documents every model of the checkpoint gives a document the same
-    vector, so the evaluator takes them from the other Trainers' files (rankcore/embeddings.py
-    document_tower), never their queries (each fold's query tower is its own), and the scores
-    are those of embedding every text with this fold's model."""
-    a = _frozen_run(tmp_path, lists_examples_dir, transform_graph, bert_checkpoint, "a", "dev", 1)
-    b = _frozen_run(tmp_path, lists_examples_dir, transform_graph, bert_checkpoint, "b", "test", 2)
-    meta_a, meta_b = embeddings.read_meta(a.model_run_dir), embeddings.read_meta(b.model_run_dir)
-    assert meta_a.document_tower and meta_a.document_tower == meta_b.document_tower
-    assert meta_a.model != meta_b.model  # other query towers: other SavedModels
-    assert (meta_a.split, meta_b.split) == ("dev", "test")  # the Split-<name> validated on
-    # Another lender of the same tower (a's vectors again, under another ModelRun): all lend,
-    # unless one embedded the very split scored, which then lends alone.
-    c = str(tmp_path / "c_run")
-    shutil.copytree(a.model_run_dir, c)
-    runs = [a.model_run_dir, b.model_run_dir, None, c, b.model_run_dir]
-    every = stored_vectors.reusable_embeddings(a.model_run_dir, a.serving_model_dir, runs)
-    assert every.document_paths == tuple(embeddings.vectors_path(r) for r in (b.model_run_dir, c))
-    stored = stored_vectors.reusable_embeddings(a.model_run_dir, a.serving_model_dir, runs, "test")
-    assert stored.document_paths == (embeddings.vectors_path(b.model_run_dir),)
-    test_split = os.path.join(lists_examples_dir, "Split-test")
-    want, fresh = _score(test_split, a.serving_model_dir, str(tmp_path / "fresh"), None)
-    got, reused = _score(test_split, a.serving_model_dir, str(tmp_path / "shared"), stored)
-    _assert_same_run(got, want)
-    queries = len(want)
-    documents = fresh["texts_embedded"] - queries
-    # Every test document came from b's file; the test queries (b's too) were embedded by a.
-    assert reused["texts_reused"] == reused[stored_vectors.REUSED_FROM_OTHERS] == documents > 0
-    assert reused["texts_embedded"] == queries + reused["reuse_checked"]
-    assert reused["reuse_mismatched"] == 0
-
-
-def _rewrite(args, run_dir: str, change) -> str:
-    """A copy of the Trainer's embeddings, each record's (digest, vector) replaced by
-    change(digest, vector)."""
-    out = os.path.join(run_dir, embeddings.EMBEDDINGS_DIR)
-    os.makedirs(out)
-    options = tf.io.TFRecordOptions(compression_type="GZIP")
-    with tf.io.TFRecordWriter(os.path.join(out, embeddings.VECTORS_FILE), options) as writer:
-        for record in trainer_testdata.read_records(embeddings.vectors_path(args.model_run_dir)):
-            key, digest, vector = embeddings.from_example(record)
-            writer.write(embeddings.to_example(key, *change(digest, vector)))
-    meta = os.path.join(args.model_run_dir, embeddings.EMBEDDINGS_DIR, embeddings.META_FILE)
-    tf.io.gfile.copy(meta, os.path.join(out, embeddings.META_FILE))
-    return run_dir
-
-
-def test_evaluator_checks_reused_vectors_and_embeds_changed_texts(
-    zero_shot, tmp_path, monkeypatch, caplog
-):
-    """A stored vector the SavedModel would not give is caught by the re-embedded sample and
-    the split is scored again from scratch; a text whose tokens changed is embedded again."""
-    args, _ = zero_shot
-    want, _ = _score_dev_split(args, tmp_path, "fresh", None)
-    monkeypatch.setattr(stored_vectors, "CHECK_EVERY", 1)  # check every reused text (in process)
-    wrong = _rewrite(args, str(tmp_path / "wrong"), lambda d, v: (d, np.roll(v, 1)))
-    got, phases = _score_dev_split(args, tmp_path, "wrong", wrong)
-    _assert_same_run(got, want)
-    assert phases["texts_reused"] == 0 and phases["reuse_mismatched"] == 0  # the second pass
-    assert "differ from the Trainer's vectors" in caplog.text
-    stale = _rewrite(args, str(tmp_path / "stale"), lambda d, v: (b"other tokens", v))
-    got, phases = _score_dev_split(args, tmp_path, "stale", stale)
-    _assert_same_run(got, want)
-    assert phases["texts_reused"] == 0 and phases["reuse_checked"] == 0
-    assert phases["texts_embedded"] == embeddings.read_meta(args.model_run_dir).count
+    """A frozen-documents model writes its document tower (the encoders' keys and scales)
+    beside the SavedModel, so the evaluator takes its documents from the corpus vectors, and
+    its recipe's description for the model card; a zero-shot model has no frozen tower. No
+    dev vectors are written into the ModelRun any more (the corpus vectors replace them)."""
+    args = _frozen_run(
+        tmp_path, lists_examples_dir, transform_graph, bert_checkpoint, "a", "dev", 1
+    )
+    spec = corpus_vectors.EncoderSpec(bert_checkpoint, trainer_testdata.MAX_D, "float32")
+    assert corpus_vectors.DocumentTower.read(args.serving_model_dir) == ((spec.key(), 1.0),)
+    with open(os.path.join(args.serving_model_dir, MODEL_DESCRIPTION_FILE)) as f:
+        description = json.load(f)
+    assert description[0].startswith("recipe `frozen_documents`")
+    with open(os.path.join(args.model_run_dir, TRAIN_RESULTS_FILE)) as f:
+        assert json.load(f)["recipe"] == description
+    assert not any("embedding" in name for name in os.listdir(args.model_run_dir))
+    zero_shot_args, _ = zero_shot
+    assert corpus_vectors.DocumentTower.read(zero_shot_args.serving_model_dir) is None
+    with open(os.path.join(zero_shot_args.serving_model_dir, MODEL_DESCRIPTION_FILE)) as f:
+        assert json.load(f)[0].startswith("recipe `zero_shot`")
 
 
 def _unit32(v: np.ndarray) -> np.ndarray:
@@ -764,6 +673,7 @@ def test_rank_candidates_ranks_with_feedback_as_the_evaluator_rescores(
         trainer_testdata.MAX_D,
         directory,
         fusion={"mode": "tuned", "alpha": 0.7, "feedback": setting},
+        towers=True,
     )
     assert fusion.read_fusion(directory)["feedback"] == setting
     loaded = tf.saved_model.load(directory)

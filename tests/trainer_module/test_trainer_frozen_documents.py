@@ -1,10 +1,9 @@
-"""Frozen document vectors (trainer dual_encoder.frozen_documents, ADORE): only the query tower
+"""Frozen document vectors (trainer recipe.type frozen_documents, ADORE): only the query tower
 trains, each train query against its whole candidate list of the checkpoint's document vectors;
 the export embeds documents with the checkpoint and queries with the trained tower."""
 
 import json
 import os
-import shutil
 
 import bert_testdata
 import numpy as np
@@ -13,11 +12,13 @@ import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the ops the exported tokenizer graph uses)
 import trainer_testdata
 
+from rankcore import corpus_vectors
 from rankcore.constants import EMBED_DOC_SIGNATURE, EMBED_QUERY_SIGNATURE, EMBEDDING_OUTPUT
 from rankcore.encoders import hf_checkpoint
 from rankcore.encoders.bert import BertEncoder
-from trainer_module import validation
+from trainer_module import run_fn, validation
 from trainer_module.export import export_serving_model
+from trainer_module.recipes import recipe_for
 
 STEPS = 12
 
@@ -27,10 +28,10 @@ def _config(checkpoint_dir: str, **overrides):
         "model": "dual_encoder",
         "dual_encoder": {
             "checkpoint_dir": checkpoint_dir,
-            "frozen_documents": True,
             "hidden_dropout": 0.0,
             "attention_dropout": 0.0,
         },
+        "recipe": {"type": "frozen_documents"},
         "loss": "listwise_softmax",
         "train_steps": STEPS,
         "validate_every": 0,
@@ -87,8 +88,9 @@ def test_each_train_query_is_scored_against_its_whole_list(
     task, model = controller.task, controller.model
     pattern = trainer_testdata.split_pattern(lists_examples_dir, "train")
     cands = validation.read_candidates(pattern, 32, task.max_query_length, task.max_doc_length)
-    queries, doc_vectors, labels, mask = task.candidate_lists(
-        pattern, controller._embed_fns["d"], None
+    lengths = (task.max_query_length, task.max_doc_length)
+    queries, doc_vectors, labels, mask = task.recipe.candidate_lists(
+        pattern, lengths, controller._embed_fns["d"], None
     )
     lists: dict[str, list[str]] = {}
     for qid, docid in cands.pairs:
@@ -139,7 +141,7 @@ def _export_and_embed(model, transform_graph, tmp_path):
     query vectors through its embed signatures)."""
     out = str(tmp_path / "serving")
     export_serving_model(
-        model, transform_graph, trainer_testdata.MAX_Q, trainer_testdata.MAX_D, out
+        model, transform_graph, trainer_testdata.MAX_Q, trainer_testdata.MAX_D, out, towers=True
     )
     loaded = tf.saved_model.load(out)
     texts = trainer_testdata.tokenize(transform_graph, ["w01 w02 w03", "w04 w05"])
@@ -192,33 +194,63 @@ def test_resume_continues_the_list_batches_exactly(
         np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.name)
 
 
-def test_trainers_of_one_checkpoint_share_its_document_vectors(
+def _write_corpus_vectors(uri: str, spec, vectors: dict[str, tuple[list[int], np.ndarray]]):
+    """A corpus-vectors artifact of one encoder, as the CorpusEncoder writes it."""
+    shard = corpus_vectors.shard_pattern(uri, spec.key()).replace("*", "-00000-of-00001")
+    os.makedirs(os.path.dirname(shard))
+    with tf.io.TFRecordWriter(shard, tf.io.TFRecordOptions(compression_type="GZIP")) as writer:
+        for docid, (ids, vector) in sorted(vectors.items()):
+            writer.write(corpus_vectors.to_example(docid, ids, vector))
+    dim = len(next(iter(vectors.values()))[1])
+    entry = corpus_vectors.EncodedMeta(
+        spec.key(), spec.checkpoint_dir, spec.max_length, spec.precision, len(vectors), dim
+    )
+    corpus_vectors.write_meta(uri, corpus_vectors.CorpusMeta((entry,)))
+
+
+def test_with_corpus_vectors_the_recipe_embeds_no_document(
     frozen, bert_checkpoint, lists_examples_dir, transform_graph, tmp_path
 ):
-    """The k + 1 cross-validation Trainers run in one process on LocalDagRunner: the second
-    one with the same checkpoint embeds no document again; another checkpoint shares none."""
+    """run_fn prefills the document cache from the corpus-vectors artifact (every document of
+    the collection, embedded once by the CorpusEncoder): a Trainer then embeds no document,
+    neither for its training lists nor for dev scoring, and trains on the artifact's vectors.
+    Without the artifact, it embeds them itself (the cache starts empty)."""
     first, _ = frozen
-    assert first.doc_cache  # filled by the first Trainer's lists and dev scoring
-    size = len(first.doc_cache)
-    cfg = _config(bert_checkpoint, train_steps=1)
-    second = trainer_testdata.make_controller(
-        cfg, lists_examples_dir, transform_graph, str(tmp_path / "second")
+    cfg = _config(bert_checkpoint, train_steps=2)
+    recipe = recipe_for(cfg)
+    tower = recipe.document_tower(trainer_testdata.MAX_D, "float32")
+    spec = corpus_vectors.EncoderSpec(bert_checkpoint, trainer_testdata.MAX_D, "float32")
+    # The tower is what DualEncoder.embed_doc computes: the checkpoint's own vector alone.
+    assert tower == corpus_vectors.DocumentTower.with_companion(spec, None, 0.5)
+    texts: dict[str, list[int]] = {}
+    for split in ("train", "dev"):
+        pattern = trainer_testdata.split_pattern(lists_examples_dir, split)
+        cands = validation.read_candidates(
+            pattern, 32, trainer_testdata.MAX_Q, trainer_testdata.MAX_D
+        )
+        # The synthetic splits reuse docids for other texts: one artifact row per split's.
+        texts.update({f"{split}/{k[1]}": ids for k, ids in cands.texts.items() if k[0] == "d"})
+    model_vectors = first.doc_cache  # what the model embeds (the `frozen` Trainer's)
+    uri = str(tmp_path / "corpus_vectors")
+    _write_corpus_vectors(
+        uri, spec, {d: (ids, model_vectors[tuple(ids)]) for d, ids in texts.items()}
     )
-    assert second.doc_cache is first.doc_cache and len(second.doc_cache) == size
-    other = tmp_path / "other_checkpoint"
-    shutil.copytree(bert_checkpoint, other)
-    with open(other / "config.json") as f:
-        config = json.load(f)
-    config["layer_norm_eps"] = 1e-6  # another model: its vectors differ
-    with open(other / "config.json", "w") as f:
-        json.dump(config, f)
-    third = trainer_testdata.make_controller(
-        _config(str(other), train_steps=1),
-        lists_examples_dir,
-        transform_graph,
-        str(tmp_path / "third"),
+    cache = run_fn.corpus_documents(recipe, tower, uri)
+    assert len(cache) == len(set(map(tuple, texts.values())))
+    prefilled = dict(cache)
+    controller = trainer_testdata.make_controller(
+        cfg, lists_examples_dir, transform_graph, str(tmp_path / "work"), doc_cache=cache
     )
-    assert third.doc_cache is not first.doc_cache
+    controller.train()
+    controller.score_dev()
+    assert controller.doc_cache is cache and cache.keys() == prefilled.keys()
+    assert all(cache[k] is prefilled[k] for k in cache)  # none embedded again
+    # No artifact (no CorpusEncoder), or one without this tower's encoder: an empty cache.
+    assert run_fn.corpus_documents(recipe, tower, None) == {}
+    other = corpus_vectors.DocumentTower.with_companion(
+        corpus_vectors.EncoderSpec(bert_checkpoint, trainer_testdata.MAX_D + 1), None, 0.5
+    )
+    assert run_fn.corpus_documents(recipe, other, uri) == {}
 
 
 def test_frozen_documents_refuse_sampled_groups_and_other_settings(
@@ -229,14 +261,14 @@ def test_frozen_documents_refuse_sampled_groups_and_other_settings(
             _config(bert_checkpoint), listwise_examples_dir, transform_graph, str(tmp_path)
         )
     with pytest.raises(ValueError, match="needs model=dual_encoder and loss=listwise_softmax"):
-        _config(bert_checkpoint, loss="in_batch_softmax")
+        _config(bert_checkpoint, loss="pairwise_hinge")
     with pytest.raises(ValueError, match="frozen_documents trains the query encoder"):
         _config(bert_checkpoint, train_steps=0)
 
 
 # ------------------------------------------------------------------------------------------
-# A companion encoder (dual_encoder.companion_checkpoint_dir): an MPNet checkpoint run as it is
-# beside the model, its vectors appended to every vector the model serves.
+# A companion encoder (recipe.frozen_documents.companion_checkpoint_dir): an MPNet checkpoint
+# run as it is beside the model, its vectors appended to every vector the model serves.
 # ------------------------------------------------------------------------------------------
 
 
@@ -256,8 +288,8 @@ def with_companion(
     """The `frozen` recipe again, with the MPNet companion at weight 0.3."""
     directory, _ = mpnet_companion
     cfg = _config(bert_checkpoint)
-    cfg.dual_encoder.companion_checkpoint_dir = directory
-    cfg.dual_encoder.companion_weight = 0.3
+    cfg.recipe.frozen_documents.companion_checkpoint_dir = directory
+    cfg.recipe.frozen_documents.companion_weight = 0.3
     work = str(tmp_path_factory.mktemp("companion"))
     controller = trainer_testdata.make_controller(cfg, lists_examples_dir, transform_graph, work)
     controller.train()
@@ -329,10 +361,13 @@ def test_a_companion_must_read_the_models_ids(bert_checkpoint, tmp_path):
     with pytest.raises(ValueError, match=r"exceeds the companion's 38 positions"):
         bert_testdata.write_mpnet_checkpoint(str(tmp_path / "ok"), vocab)
         open_companion(str(tmp_path / "ok"), model, 40)
-    with pytest.raises(ValueError, match="needs dual_encoder.frozen_documents: true"):
+    with pytest.raises(ValueError, match="is read by recipe.type: frozen_documents only"):
         _config(
             bert_checkpoint,
-            dual_encoder={"checkpoint_dir": bert_checkpoint, "companion_checkpoint_dir": "x"},
+            recipe={
+                "type": "sampled_groups",
+                "frozen_documents": {"companion_checkpoint_dir": "x"},
+            },
         )
 
 

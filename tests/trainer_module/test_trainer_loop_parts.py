@@ -12,6 +12,7 @@ import trainer_testdata
 
 from trainer_module import towers
 from trainer_module.models.encoder_model import open_model_checkpoint
+from trainer_module.recipes import recipe_for
 from trainer_module.training import _Progress
 
 
@@ -46,17 +47,10 @@ def test_progress_logs_each_window_and_excludes_the_first_step_from_throughput(c
 
 def test_a_model_without_towers_has_no_embed_functions_nor_frozen_tower():
     model = keras.Sequential([keras.layers.Dense(1)])
-    assert towers.embed_fns(model) is None
+    assert towers.embed_fns(model, "knrm") is None  # the registry says knrm has no towers
     cfg = trainer_testdata.small_config()
-    assert towers.configured_document_tower(cfg, frozen_documents=False) == ""
-
-
-def test_frozen_document_cache_is_shared_by_tower(monkeypatch):
-    monkeypatch.setattr(towers, "_FROZEN_DOCUMENT_VECTORS", {})
-    first = towers.frozen_document_cache("tower-a")
-    first[(1, 2)] = None
-    assert towers.frozen_document_cache("tower-a") is first
-    assert towers.frozen_document_cache("tower-b") is not first
+    assert recipe_for(cfg).document_tower(trainer_testdata.MAX_D) is None
+    assert recipe_for(cfg).document_cache() is None
 
 
 @pytest.mark.parametrize("model", ["bert", "dual_encoder"])
@@ -64,3 +58,14 @@ def test_a_checkpoint_model_needs_its_checkpoint_dir(model):
     cfg = getattr(trainer_testdata.small_config(), model)
     with pytest.raises(ValueError, match=f"trainer config: {model}.checkpoint_dir is required"):
         open_model_checkpoint(model, cfg, 10, None, 8)
+
+
+def test_the_corpus_vectors_uri_is_no_part_of_the_run_fingerprint():
+    """A Trainer retried after the CorpusEncoder ran again (another artifact URI, the same
+    vectors) resumes the killed run's checkpoints; any other custom_config change does not."""
+    from trainer_module.checkpointing import CORPUS_VECTORS_URI, run_fingerprint
+
+    custom = {"trainer": {"model": "knrm"}, "max_doc_length": 8}
+    base = run_fingerprint(["t"], "tg", custom, 5)
+    assert run_fingerprint(["t"], "tg", {**custom, CORPUS_VECTORS_URI: "/a"}, 5) == base
+    assert run_fingerprint(["t"], "tg", {**custom, "max_doc_length": 9}, 5) != base

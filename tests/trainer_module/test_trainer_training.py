@@ -63,12 +63,12 @@ def test_divergence_guard_names_step_and_loss(examples_dir, transform_graph, tmp
 def test_divergence_guard_catches_nan(examples_dir, transform_graph, tmp_path):
     cfg = trainer_testdata.small_config()
     controller = trainer_testdata.make_controller(cfg, examples_dir, transform_graph, str(tmp_path))
-    original = controller.task.loss_fn
+    original = controller.task.recipe.build_losses
 
-    def nan_at_step_3(scores, labels):
-        return original(scores, labels) * tf.where(controller.step >= 2, float("nan"), 1.0)
+    def nan_at_step_3(batch, outputs):
+        return original(batch, outputs) * tf.where(controller.step >= 2, float("nan"), 1.0)
 
-    controller.task.loss_fn = nan_at_step_3
+    controller.task.recipe.build_losses = nan_at_step_3
     with pytest.raises(DivergenceError, match="step 3: loss is nan"):
         controller.train()
 

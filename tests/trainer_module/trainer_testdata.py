@@ -211,8 +211,16 @@ def vocab_size(transform_graph_dir: str) -> int:
     return len(read_vocab(transform_graph_dir))
 
 
-def make_controller(cfg, examples: str, transform_graph_dir: str, work_dir: str, strategy=None):
-    """A Controller over the test Examples; checkpoints under work_dir/ckpt."""
+def make_controller(
+    cfg,
+    examples: str,
+    transform_graph_dir: str,
+    work_dir: str,
+    strategy=None,
+    doc_cache: dict | None = None,
+):
+    """A Controller over the test Examples; checkpoints under work_dir/ckpt. `doc_cache`: the
+    frozen document vectors it starts with (run_fn prefills them from the corpus vectors)."""
     from trainer_module.task import RankingTask
     from trainer_module.training import Controller
 
@@ -226,4 +234,5 @@ def make_controller(cfg, examples: str, transform_graph_dir: str, work_dir: str,
         os.path.join(work_dir, "ckpt"),
         os.path.join(work_dir, "model_run"),
         cfg.train_steps,
+        doc_cache,
     )

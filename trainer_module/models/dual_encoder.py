@@ -10,16 +10,17 @@ validation, export and evaluation, and exposes `embed_query` / `embed_doc` so th
 (trainer_module/losses.py: in_batch_softmax) can score every query of a batch against every
 document of it, and export and evaluation can embed each text once.
 
-With `frozen_documents` the model has two towers: documents are embedded by a second, frozen
-copy of the checkpoint (`dual_encoder/document_encoder/...`, not trainable, no dropout) and only
-the query encoder trains, against the checkpoint's document vectors (ADORE: Zhan et al.,
-"Optimizing Dense Retrieval Model Training with Hard Negatives", SIGIR 2021, which trains the
-query encoder of a dense retriever against a fixed document index). The documents' vectors then
+With `frozen_documents` (the frozen-documents recipe, trainer_module/recipes/) the model has two
+towers: documents are embedded by a second, frozen copy of the checkpoint
+(`dual_encoder/document_encoder/...`, not trainable, no dropout) and only the query encoder
+trains, against the checkpoint's document vectors (ADORE: Zhan et al., "Optimizing Dense
+Retrieval Model Training with Hard Negatives", SIGIR 2021, which trains the query encoder
+of a dense retriever against a fixed document index). The documents' vectors then
 never change, so the Trainer embeds each document once and trains on every candidate of a
-query at once (RankingTask, trainer_module/inputs.py: make_list_dataset).
+query at once (trainer_module/recipes/frozen_documents.py, inputs.py: make_list_dataset).
 
-With `companion_checkpoint_dir` a second sentence encoder (all-mpnet-base-v2) runs beside the
-model as it is, frozen, under `dual_encoder/companion_encoder/...`: the vectors the model
+With that recipe's `companion_checkpoint_dir` a second sentence encoder (all-mpnet-base-v2) runs
+beside the model as it is, frozen, under `dual_encoder/companion_encoder/...`: the vectors the model
 serves (`embed_query` / `embed_doc`: validation, export, evaluation) are
 [sqrt(1 - w) * own, sqrt(w) * companion], unit norm, so a cosine is the weighted mean of the two
 cosines and feedback, fusion and the evaluator take the wider vectors as they are. Training
@@ -47,6 +48,9 @@ from rankcore.encoders.sentence import frame_single, framer, mean_pool
 from trainer_module.config import DualEncoderConfig
 from trainer_module.models.encoder_model import EncoderModel, open_model_checkpoint
 
+# Where a companion checkpoint is configured (the frozen-documents recipe's option).
+COMPANION_KEY = "recipe.frozen_documents.companion_checkpoint_dir"
+
 
 class DualEncoder(EncoderModel):
     """(query ids [B, Lq], doc ids [B, Ld]) -> cosine similarity [B] (float32)."""
@@ -59,6 +63,8 @@ class DualEncoder(EncoderModel):
         sep_id: int,
         seed: int,
         companion: hf_checkpoint.BertCheckpoint | None = None,
+        frozen_documents: bool = False,
+        companion_weight: float = 0.5,
         **kwargs,
     ):
         super().__init__(arch, cfg, cls_id, sep_id, seed, **kwargs)
@@ -67,20 +73,20 @@ class DualEncoder(EncoderModel):
             arch, self.hidden_dropout, self.attention_dropout, self.rng, False, name="encoder"
         )
         self.document_encoder = None
-        if cfg.frozen_documents:
+        if frozen_documents:
             self.document_encoder = BertEncoder(
                 arch, 0.0, 0.0, self.rng, False, name="document_encoder"
             )
             self.document_encoder.trainable = False
         self.companion_encoder = None
         self._companion_frame: Callable | None = None
-        self.companion_weight = cfg.companion_weight
+        self.companion_weight = companion_weight
         if companion is not None:
             self.companion_encoder = BertEncoder(
                 companion.arch, 0.0, 0.0, self.rng, False, name="companion_encoder"
             )
             self.companion_encoder.trainable = False
-            self._companion_frame = framer(companion, "dual_encoder.companion_checkpoint_dir")
+            self._companion_frame = framer(companion, COMPANION_KEY)
 
     def _embed(self, encoder: BertEncoder, ids: tf.Tensor, training: bool) -> tf.Tensor:
         tokens, types, positions, mask = frame_single(ids, self.cls_id, self.sep_id)
@@ -150,20 +156,35 @@ def build_dual_encoder(
     vocab: list[str] | None,
     max_query_length: int,
     max_doc_length: int,
+    frozen_documents: bool = False,
+    companion_checkpoint_dir: str | None = None,
+    companion_weight: float = 0.5,
 ) -> DualEncoder:
     """Reads the checkpoint (and the companion's), checks they fit the data ([CLS] text [SEP]
-    of the longer side within their positions), builds the towers and loads the weights."""
+    of the longer side within their positions), builds the towers and loads the weights.
+    `frozen_documents` and the companion are the frozen-documents recipe's
+    (trainer_module/recipes/frozen_documents.py)."""
     checkpoint, cls_id, sep_id = open_model_checkpoint(
         "dual_encoder", cfg, vocab_size, vocab, max(max_query_length, max_doc_length) + 2
     )
     companion = None
-    if cfg.companion_checkpoint_dir:
+    if companion_checkpoint_dir:
         companion = open_companion(
-            cfg.companion_checkpoint_dir,
+            companion_checkpoint_dir,
             checkpoint,
             max(max_query_length, max_doc_length) + 2,
         )
-    model = DualEncoder(checkpoint.arch, cfg, cls_id, sep_id, seed, companion, name="dual_encoder")
+    model = DualEncoder(
+        checkpoint.arch,
+        cfg,
+        cls_id,
+        sep_id,
+        seed,
+        companion,
+        frozen_documents,
+        companion_weight,
+        name="dual_encoder",
+    )
     model.create_variables()
     model.load_checkpoint(checkpoint)  # the trained (query) encoder
     if model.document_encoder is not None:  # the frozen tower starts as the checkpoint too
@@ -179,7 +200,7 @@ def open_companion(
     """Reads the companion checkpoint and checks it reads the model's ids: its WordPiece
     vocabulary is the model's vocab.txt token for token, and the longest framed input fits its
     positions."""
-    key = "trainer config: dual_encoder.companion_checkpoint_dir"
+    key = f"trainer config: {COMPANION_KEY}"
     companion = hf_checkpoint.read_checkpoint(directory)
     theirs, ours = companion.wordpiece_vocab, checkpoint.vocab
     if theirs != ours:

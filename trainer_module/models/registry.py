@@ -11,6 +11,7 @@ encoder_patterns give them encoder_learning_rate (and freeze_patterns can target
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -63,17 +64,39 @@ def _dual_encoder(cfg: TrainerConfig, vocab_size: int, vocab: list[str] | None, 
     return build_dual_encoder(cfg.dual_encoder, cfg.seed, vocab_size, vocab, lq, ld)
 
 
-_REGISTRY: dict[str, Builder] = {
-    "knrm": _knrm,
-    "conv_knrm": _conv_knrm,
-    "transformer": _transformer,
-    "bert": _bert,
-    "dual_encoder": _dual_encoder,
+@dataclass(frozen=True)
+class ModelEntry:
+    """A model's builder and what it offers, so no caller asks the built model what it is."""
+
+    build: Builder
+    # Initialised from a pretrained checkpoint (<model>.checkpoint_dir): train_steps 0
+    # (zero-shot) exports it as it is.
+    pretrained: bool = False
+    # Separate query and document towers (embed_query / embed_doc, L2-normalised): the
+    # in-batch and frozen-documents recipes, dev scoring that embeds each text once and the
+    # embed signatures of the export need them.
+    towers: bool = False
+
+
+_REGISTRY: dict[str, ModelEntry] = {
+    "knrm": ModelEntry(_knrm),
+    "conv_knrm": ModelEntry(_conv_knrm),
+    "transformer": ModelEntry(_transformer),
+    "bert": ModelEntry(_bert, pretrained=True),
+    "dual_encoder": ModelEntry(_dual_encoder, pretrained=True, towers=True),
 }
 
 
 # The `trainer.model` names trainer_module/config.py accepts, in registry order.
 MODEL_NAMES = tuple(_REGISTRY)
+# The models initialised from a pretrained checkpoint (zero-shot is theirs).
+PRETRAINED_MODEL_NAMES = tuple(name for name, e in _REGISTRY.items() if e.pretrained)
+
+
+def offers_towers(model: str) -> bool:
+    """Whether model `model` has separate query and document towers (embed_query/embed_doc)."""
+    entry = _REGISTRY.get(model)
+    return bool(entry and entry.towers)
 
 
 def model_names() -> list[str]:
@@ -92,7 +115,7 @@ def build_model(
 
     if cfg.model not in _REGISTRY:
         raise ValueError(f"trainer config: model must be one of {model_names()}, got {cfg.model}")
-    model = _REGISTRY[cfg.model](cfg, vocab_size, vocab, max_query_length, max_doc_length)
+    model = _REGISTRY[cfg.model].build(cfg, vocab_size, vocab, max_query_length, max_doc_length)
     dummy = tf.ones([1, 2], tf.int64)
     model((dummy, dummy), training=False)  # create variables now, inside the caller's scope
     return model

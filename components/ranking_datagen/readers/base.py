@@ -149,7 +149,8 @@ def open_binary(path: str) -> Iterator[BinaryIO]:
         yield f
 
 
-def _raw_lines(f: BinaryIO) -> Iterator[bytes]:
+def raw_lines(f: BinaryIO) -> Iterator[bytes]:
+    """A file's lines as bytes, without their b"\\n" (the readers' and the TREC grammar's)."""
     # Own splitting on b"\n" only: GFile.readline drops every "\r" and str.splitlines would
     # also split on \x1c, \u2028 etc., which occur inside real passages.
     pending = b""
@@ -168,7 +169,7 @@ def iter_lines(path: str) -> Iterator[tuple[int, str] | BadRecord]:
     """Yield ``(line_number, text)`` per line (CR/LF stripped), or a BadRecord for a line that
     is not valid UTF-8."""
     with open_binary(path) as f:
-        for number, raw in enumerate(_raw_lines(f), start=1):
+        for number, raw in enumerate(raw_lines(f), start=1):
             if raw.endswith(b"\r"):
                 raw = raw[:-1]
             try:

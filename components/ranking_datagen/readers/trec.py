@@ -1,14 +1,14 @@
 """TREC formats: qrels, runs, SGML documents and topics.
 
 Why one module: all four come from NIST's TREC ad hoc tracks and are read by trec_eval, whose
-behaviour is the reference for the two line formats. The metrics read them with
-``rankcore/metrics/readers.py`` (strict, trec_eval's own tokenizing: first error raised);
-these readers take the user's collection files as every other collection format is taken
-(``base``: gzip by name, one BadRecord per bad line under ``on_bad_record``, the format
-sniffed when the first record fails). On well-formed files both give the same records
-(tests/components/ranking_evaluator/test_eval_cli.py holds them to it on the shared
-collections); on malformed ones each keeps its own rules and messages. rankpipe writes runs
-in one place, ``rankcore/trec.py``, whose column names the run reader's messages use.
+behaviour is the reference for the two line formats. Those two are parsed by the one TREC
+grammar, ``rankcore/trec.py`` (which lists every dialect decision: comments, BOM, separators,
+numbers, UTF-8, ``.gz``), which the metrics' readers (``rankcore/metrics/readers.py``) use too:
+a qrels or run file means the same to RankingDataGen and to the evaluator, and a line is bad
+for both or for neither. Here the grammar's problems become this package's BadRecords, worded
+as for every other collection format, under ``on_bad_record`` (``base``: files opened through
+tf.io.gfile, gzip by name, the format sniffed when the first record fails, duplicates found by
+the shared loop). rankpipe writes runs in ``rankcore/trec.py`` too.
 
 Upstream specs:
   * qrels ``TOPIC ITERATION DOCUMENT# RELEVANCY``: https://trec.nist.gov/data/qrels_eng/
@@ -24,45 +24,86 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import ClassVar, NamedTuple
 
 from components.ranking_datagen.readers import base
-from rankcore.trec import RUN_COLUMNS
+from rankcore import trec
 
 # --------------------------------------------------------------------------------------------
 # Line formats: qrels, runs
 # --------------------------------------------------------------------------------------------
 
+# How a column is named in "non-integer <name> ..." (as the other column formats name theirs).
+_COLUMN_WORDS = {"rel": "relevance", "rank": "rank", "score": "score"}
+
+
+def _problem(problem: trec.LineProblem, columns: Sequence[str]) -> str:
+    """The grammar's LineProblem in the words of every collection format's BadRecords."""
+    reason = problem.reason
+    what = _COLUMN_WORDS.get(problem.column, problem.column)
+    if reason == trec.NOT_UTF8:
+        return f"undecodable bytes (not UTF-8) at column {problem.count + 1}: {problem.raw!r}"
+    if reason == trec.FIELD_COUNT:
+        return f"expected {len(columns)} columns ({' '.join(columns)}), got {problem.count}"
+    if reason == trec.NOT_INTEGER:
+        return f"non-integer {what} {problem.value!r}"
+    if reason == trec.NOT_NUMBER:
+        return f"non-numeric {what} {problem.value!r}"
+    if reason == trec.NOT_FINITE:
+        return f"non-finite {what} {problem.value!r}"
+    return problem.message  # NUL byte; duplicates are found by base's loop
+
+
+def _parse_lines(
+    path: str,
+    parse: trec.LineParser,
+    columns: Sequence[str],
+    make: Callable[[trec.QrelsLine | trec.RunLine], base.Record],
+) -> Iterator[base.Parsed | base.BadRecord]:
+    with base.open_binary(path) as f:
+        lines = base.raw_lines(f)
+        for line_no, item in trec.parse_lines(lines, parse, check_duplicates=False):
+            if isinstance(item, trec.LineProblem):
+                yield base.BadRecord(path, line_no, _problem(item, columns))
+            else:
+                yield base.Parsed(line_no, make(item))
+
 
 class TrecQrels(base.PairReader):
-    """TREC qrels ``qid iter docid rel``, any whitespace; ``#`` comment and blank lines skipped."""
+    """TREC qrels ``qid iter docid rel`` in rankcore.trec's grammar: 4 fields separated by ASCII
+    whitespace, an integer relevance; blank lines and ``#`` comment lines skipped."""
 
     kind = base.QRELS
-    COLUMNS = base.Columns(("qid", "iter", "docid", "rel"), {"rel": base.integer("relevance")})
+    COLUMNS: ClassVar[tuple[str, ...]] = trec.QRELS_COLUMNS
 
     def _parse(self, path: str) -> Iterator[base.Parsed | base.BadRecord]:
-        return self.COLUMNS.parse(path, lambda qid, _, docid, rel: base.Judgment(qid, docid, rel))
+        return _parse_lines(
+            path,
+            trec.parse_qrels_line,
+            self.COLUMNS,
+            lambda j: base.Judgment(j.qid, j.docno, j.rel),
+        )
 
 
 class TrecRun(base.PairReader):
-    """TREC run ``qid Q0 docid rank score runid``, any whitespace.
+    """TREC run ``qid Q0 docid rank score runid`` in rankcore.trec's grammar.
 
-    The rank column is kept as read (it may be all 0, or out of order): consumers rank by score
-    with trec_eval's tie-breaking. Text after the 6th column is ignored, as trec_eval does
-    (its own test file results.trunc has such lines); fewer columns are malformed.
+    The rank column must be an integer and is kept as read (it may be all 0, or out of order):
+    consumers rank by score with trec_eval's tie-breaking. The score must be a finite decimal
+    number. Text after the 6th column is ignored, as trec_eval does (its own test file
+    results.trunc has such lines); fewer columns are malformed.
     """
 
     kind = base.RUN
-    COLUMNS = base.Columns(
-        RUN_COLUMNS,
-        {"rank": base.integer("rank"), "score": base.finite_float("score")},
-        extra_ignored=True,
-    )
+    COLUMNS: ClassVar[tuple[str, ...]] = trec.RUN_COLUMNS
 
     def _parse(self, path: str) -> Iterator[base.Parsed | base.BadRecord]:
-        return self.COLUMNS.parse(
-            path, lambda qid, _, docid, rank, score, __: base.RunEntry(qid, docid, score, rank)
+        return _parse_lines(
+            path,
+            trec.parse_run_line,
+            self.COLUMNS,
+            lambda e: base.RunEntry(e.qid, e.docno, e.score, e.rank),
         )
 
 

@@ -183,11 +183,16 @@ def make_output_dict(root: Path) -> dict[str, list]:
 
 
 def run_executor(
-    root: Path, collection: dict, datagen: dict, cross_validation_folds: int = 0
+    root: Path,
+    collection: dict,
+    datagen: dict,
+    cross_validation_folds: int = 0,
+    inputs: dict[str, list] | None = None,
 ) -> Outputs:
     """Calls the executor's Do() directly (in-memory Beam), without TFX's launcher: so a
     failure's cleanup is the executor's own. `cross_validation_folds` is set as an exec
-    property only when not 0, as the component does."""
+    property only when not 0, as the component does; `inputs`: the input dict (the optional
+    `corpus_vectors`), none by default."""
     from components.ranking_datagen.config import CROSS_VALIDATION_FOLDS
     from components.ranking_datagen.executor import Executor
 
@@ -198,7 +203,7 @@ def run_executor(
     props: dict[str, Any] = {"collection": json.dumps(collection), "datagen": json.dumps(datagen)}
     if cross_validation_folds:
         props[CROSS_VALIDATION_FOLDS] = cross_validation_folds
-    Executor(context).Do({}, output_dict, props)
+    Executor(context).Do(inputs or {}, output_dict, props)
     examples = output_dict["examples"][0]
     return Outputs({k: v[0].uri for k, v in output_dict.items()}, examples.split_names)
 

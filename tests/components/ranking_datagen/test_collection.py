@@ -8,6 +8,7 @@ from pathlib import Path
 import apache_beam as beam
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.testing.util import assert_that, equal_to
 
 from components.ranking_datagen import collection as collection_io
 from components.ranking_datagen.readers import BadRecord, BadRecordError
@@ -115,3 +116,24 @@ def test_unwrap_bad_record_error_from_beam() -> None:
         "gs://b/docs.tsv", 12, "empty text for docid 'x'"
     )
     assert collection_io.unwrap_bad_record_error(RuntimeError("disk full")) is None
+
+
+def _check_document_texts(pattern: str, batch_size: int, expected: list[tuple[str, str]]) -> None:
+    """DocumentTexts in a real in-memory Beam pipeline: its documents are `expected`, in
+    batches of at most `batch_size`."""
+    with beam.Pipeline(options=PipelineOptions(["--direct_running_mode=in_memory"])) as p:
+        out = p | collection_io.DocumentTexts(pattern, "msmarco_tsv", "skip", batch_size=batch_size)
+        docs = out["texts"] | "Docs" >> beam.FlatMap(lambda batch: batch)
+        assert_that(docs, equal_to(expected), label="Texts")
+        too_big = out["texts"] | "TooBig" >> beam.Filter(lambda batch: len(batch) > batch_size)
+        assert_that(too_big, equal_to([]), label="BatchSizes")
+
+
+def test_document_texts_are_the_first_files_copy_of_each_docid(tmp_path: Path) -> None:
+    """The texts the examples hold: one per docid, across files the first file's copy (the
+    encoding pass's rule); within one file every document, in batches."""
+    (tmp_path / "a.tsv").write_text("d1\tfirst one\nd2\ttwo\n")
+    (tmp_path / "b.tsv").write_text("d3\tthree\nd1\tsecond one\n")
+    first = [("d1", "first one"), ("d2", "two"), ("d3", "three")]
+    _check_document_texts(str(tmp_path / "*.tsv"), 2, first)
+    _check_document_texts(str(tmp_path / "b.tsv"), 8, [("d3", "three"), ("d1", "second one")])

@@ -19,17 +19,6 @@ import bert_testdata  # noqa: E402  (a tiny BERT checkpoint written from scratch
 
 
 @pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """A tiny random BERT checkpoint whose vocab.txt has every word of the Tiny collection."""
-    tiny = Tiny.make()
-    texts = [*tiny.docs.values(), *tiny.queries.values()]
-    words = sorted({w for t in texts for w in re.findall(r"\w+|[^\w\s]", t.lower())})
-    directory = str(tmp_path_factory.mktemp("ckpt"))
-    bert_testdata.write_checkpoint(directory, RESERVED_TOKENS + words, pooler=False)
-    return directory
-
-
-@pytest.fixture(scope="module")
 def mpnet_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, list[str], dict]:
     """A tiny random MPNet checkpoint (all-mpnet-base-v2's vocab.txt layout: <s> <pad> </s>
     <unk>, the WordPiece vocabulary, <mask>) with every word of the Tiny collection."""

@@ -22,7 +22,8 @@ import tensorflow as tf
 from demo_pipeline import _run_pipeline, _snapshot
 
 from components.ranking_datagen.tokenization import RESERVED_TOKENS
-from components.ranking_evaluator import stored_vectors
+from components.ranking_evaluator.corpus_documents import FROM_CORPUS_VECTORS
+from components.ranking_evaluator.embedding import DOCUMENTS_EMBEDDED
 from pipelines.demo_data import _SYLLABLES
 from rankcore import feedback, folds
 from rankcore.fusion import fuse_run, read_fusion
@@ -53,7 +54,7 @@ def feedback_run(tmp_path_factory: pytest.TempPathFactory):
         "datagen.sampling.mode=lists",
         "trainer.model=dual_encoder",
         f"trainer.dual_encoder.checkpoint_dir={checkpoint}",
-        "trainer.dual_encoder.frozen_documents=true",
+        "trainer.recipe.type=frozen_documents",
         "trainer.loss=listwise_softmax",
         "trainer.train_steps=2",
         "trainer.checkpoint_every=2",
@@ -146,14 +147,13 @@ def test_the_report_says_how_the_reranker_used_feedback(feedback_run) -> None:
     assert "pseudo-relevance feedback" in report and described in report
 
 
-def test_no_document_is_embedded_again_after_a_trainer_embedded_it(feedback_run) -> None:
-    """With frozen documents every fold model gives a document the checkpoint's vector, so the
-    evaluator takes each test document from a Trainer that embedded it (a fold's test split is
-    the next fold branch's dev split; rankcore/embeddings.py document_tower) and embeds only
-    the test queries and the checked sample; the rankings above were recomputed from each fold
-    model's own signatures, so the taken vectors are that model's."""
+def test_no_document_is_embedded_with_the_corpus_vectors(feedback_run) -> None:
+    """With frozen documents every fold model serves a document the checkpoint's vector, which
+    the CorpusEncoder computed once (the corpus_vectors input): the evaluator embeds only the
+    test queries and takes every document from the artifact; the rankings above were
+    recomputed from each fold model's own signatures, so the taken vectors are that model's."""
     run, _ = feedback_run
     phases = run.metrics["scoring_phases"]
-    assert phases[stored_vectors.REUSED_FROM_OTHERS] > 0
-    assert phases["reuse_mismatched"] == 0
-    assert phases["texts_embedded"] == run.metrics["num_queries"] + phases["reuse_checked"]
+    assert phases[DOCUMENTS_EMBEDDED] == 0
+    assert phases[FROM_CORPUS_VECTORS] > 0
+    assert phases["texts_embedded"] == run.metrics["num_queries"]

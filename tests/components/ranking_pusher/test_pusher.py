@@ -268,20 +268,3 @@ def test_card_without_evaluation_or_data_says_so() -> None:
     md = model_card.markdown(_bare_card())
     assert "- not recorded (the Pusher was given no evaluation)" in md
     assert "- not recorded (the Pusher was given no datagen summary or config)" in md
-
-
-def test_card_names_a_companion_encoder_and_its_share() -> None:
-    """A dual encoder with a companion (trainer dual_encoder.companion_checkpoint_dir): the card
-    says which checkpoint is appended and how the two cosines are weighted."""
-    trainer = {
-        "model": "dual_encoder",
-        "loss": "listwise_softmax",
-        "dual_encoder": {"companion_checkpoint_dir": "/ckpt/mpnet", "companion_weight": 0.3},
-    }
-    card = _bare_card({"trainer": trainer})
-    md = model_card.markdown(card)
-    assert "- companion encoder `/ckpt/mpnet`, used as it is" in md
-    assert "a score 0.70 * the model's cosine + 0.30 * the companion's" in md
-    trainer["dual_encoder"]["companion_checkpoint_dir"] = None
-    card["config"]["trainer"] = trainer
-    assert "companion encoder" not in model_card.markdown(card)

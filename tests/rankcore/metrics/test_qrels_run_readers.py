@@ -8,11 +8,20 @@ tests/components/ranking_evaluator/test_eval_cli.py (this layer may not import c
 
 from __future__ import annotations
 
+import gzip
 from pathlib import Path
 
 import pytest
 
-from rankcore.metrics import QRELS_FORMATS, MalformedLineError, detect_qrels_format, read_qrels
+from rankcore.metrics import (
+    QRELS_FORMATS,
+    MalformedLineError,
+    detect_qrels_format,
+    read_qrels,
+    read_run,
+    read_run_with_runid,
+    read_runid,
+)
 
 
 @pytest.fixture(scope="module")
@@ -102,3 +111,38 @@ def test_unknown_format_is_named(tmp_path: Path) -> None:
         ValueError, match="unknown qrels format 'tsv'; known: " + ", ".join(QRELS_FORMATS)
     ):
         read_qrels(tmp_path / "x", "tsv")
+
+
+# The outcomes rankcore/trec.py's one grammar changed for these readers (each was accepted or
+# misread before, as listed at the top of rankcore/trec.py).
+
+
+def test_trec_qrels_grammar_decisions(tmp_path: Path) -> None:
+    gz = tmp_path / "qrels.gz"
+    gz.write_bytes(gzip.compress(b"\xef\xbb\xbf301 0 d1 1\n  # indented comment\n301 0 d2 0\n"))
+    assert read_qrels(gz) == {"301": {"d1": 1, "d2": 0}}  # gunzipped, BOM dropped
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        (b"1 Q0 a x 1.0 r\n", "1: rank 'x' is not an integer"),
+        (b"1 Q0 a 1 inf r\n", "1: score 'inf' is not finite"),
+        (b"1 Q0 a 1 1.0 r junk \xff\n", "1: not valid UTF-8 (invalid start byte)"),
+        (b"1 Q0 a 1 1_0 r\n", "1: score '1_0' is not a number"),
+    ],
+)
+def test_run_grammar_decisions(tmp_path: Path, content: bytes, problem: str) -> None:
+    path = tmp_path / "run"
+    path.write_bytes(content)
+    with pytest.raises(MalformedLineError) as info:
+        read_run(path)
+    assert str(info.value) == f"{path}:{problem}"
+
+
+def test_runid_passes_over_bad_lines(tmp_path: Path) -> None:
+    path = tmp_path / "run"
+    path.write_bytes(b"1 Q0 a 1 1.0 first\n1 Q0 b 2 high bad\n# c\n")
+    assert read_runid(path) == "first"
+    with pytest.raises(MalformedLineError, match=":2: score 'high' is not a number"):
+        read_run_with_runid(path)

@@ -1,0 +1,2 @@
+"""CorpusEncoder: every document of the collection embedded once per sentence encoder, as a
+`rankpipe.CorpusVectors` artifact (docs/corpus-encoder.md)."""

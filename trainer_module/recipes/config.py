@@ -1,0 +1,68 @@
+"""The `trainer.recipe` section: which training recipe runs, and that recipe's own options.
+
+A one-of section, as TF Model Garden picks a Task by its config: `type` names the recipe
+(the names of trainer_module/recipes/registry.py), and only the chosen recipe's subsection
+may be set (a subsection of another recipe is refused, naming `type`, rather than ignored).
+Plain dataclasses without TensorFlow, so the pipeline config loads without it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+from trainer_module.config_rules import choice, require
+from trainer_module.recipes.registry import RECIPES
+
+# The recipes a config can choose, from the registry (zero_shot is no `type`: train_steps 0
+# runs it, trainer_module/recipes/zero_shot.py).
+RECIPE_TYPES = tuple(name for name, cls in RECIPES.items() if cls.configurable)
+
+
+@dataclass
+class FrozenDocumentsConfig:
+    """Options of `type: frozen_documents` (docs/trainer.md "Frozen documents")."""
+
+    # A second sentence encoder (all-mpnet-base-v2: ${RANKPIPE_MPNET}; an MPNet or BERT
+    # checkpoint whose WordPiece vocabulary is the dual encoder's), run as it is (zero-shot,
+    # frozen): every vector the model serves is [sqrt(1 - w) * its own, sqrt(w) * the
+    # companion's], so a score is (1 - w) * its cosine + w * the companion's, w =
+    # companion_weight. Training scores with the model's own tower alone (docs/trainer.md
+    # "Companion encoder").
+    companion_checkpoint_dir: str | None = None
+    # The companion's share w of the cosine, in (0, 1): 0.5 averages the two cosines.
+    companion_weight: float = 0.5
+
+    def __post_init__(self) -> None:
+        require(
+            0.0 < self.companion_weight < 1.0,
+            "recipe.frozen_documents.companion_weight",
+            "must be in (0, 1)",
+        )
+
+
+@dataclass
+class RecipeConfig:
+    """How the Trainer trains (docs/trainer.md "Recipes"). train_steps 0 runs zero-shot (the
+    pretrained model exported as it is) whatever `type` says, except frozen_documents."""
+
+    # sampled_groups: the groups RankingDataGen sampled (pairwise, listwise, pointwise), scored
+    # by `loss`. in_batch (dual_encoder): each query against every document of the batch,
+    # softmax cross-entropy on cosine * in_batch_scale (sentence-transformers'
+    # MultipleNegativesRankingLoss). frozen_documents (dual_encoder): the query tower alone
+    # trains, each train query against its whole candidate list of the checkpoint's document
+    # vectors (ADORE; needs datagen.sampling.mode: lists and loss: listwise_softmax).
+    type: str = "sampled_groups"
+    frozen_documents: FrozenDocumentsConfig = field(default_factory=FrozenDocumentsConfig)
+
+    def __post_init__(self) -> None:
+        choice(self.type, "recipe.type", RECIPE_TYPES)
+        for section in fields(self):
+            if section.name == "type" or section.name == self.type:
+                continue
+            value = getattr(self, section.name)
+            require(
+                value == type(value)(),
+                f"recipe.{section.name}",
+                f"is read by recipe.type: {section.name} only, and recipe.type is {self.type}: "
+                f"remove it, or set recipe.type: {section.name}",
+            )

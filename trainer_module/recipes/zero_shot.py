@@ -1,0 +1,49 @@
+"""zero_shot: a pretrained model exported as it is (train_steps 0): no step runs, the dev
+split validates it and tunes the fusion. Chosen by train_steps 0 (or TrainArgs num_steps 0),
+whatever recipe.type says; the configured recipe still names the inputs it would train on."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from trainer_module.config_rules import require
+from trainer_module.models.registry import PRETRAINED_MODEL_NAMES
+from trainer_module.recipes.base import Recipe
+
+if TYPE_CHECKING:
+    import tensorflow as tf
+    import tf_keras as keras
+
+    from trainer_module.config import TrainerConfig
+
+
+class ZeroShot(Recipe):
+    name = "zero_shot"
+    train_data = None  # the train split is not read
+    configurable = False  # train_steps 0 chooses it
+
+    def __init__(self, cfg: TrainerConfig, configured: Recipe | None = None) -> None:
+        super().__init__(cfg)
+        # The recipe.type recipe: its inputs and forward pass are built (the loop is the same
+        # at 0 steps), never run.
+        self.configured = configured or Recipe(cfg)
+
+    @classmethod
+    def check(cls, cfg: TrainerConfig) -> None:
+        require(
+            cfg.model in PRETRAINED_MODEL_NAMES,
+            "train_steps",
+            f"must be >= 1 (0 = zero-shot: only pretrained models {list(PRETRAINED_MODEL_NAMES)})",
+        )
+
+    def describe(self) -> list[str]:
+        return [f"recipe `{self.name}`: the pretrained checkpoint as it is (no training)"]
+
+    def build_inputs(self, strategy, file_patterns, lengths, embed_doc=None, doc_cache=None):
+        return self.configured.build_inputs(strategy, file_patterns, lengths, embed_doc, doc_cache)
+
+    def forward(self, model: keras.Model, batch: dict, training: bool) -> dict[str, tf.Tensor]:
+        return self.configured.forward(model, batch, training)
+
+    def build_losses(self, batch: dict, outputs: dict[str, tf.Tensor]) -> tf.Tensor:
+        return self.configured.build_losses(batch, outputs)
