@@ -123,7 +123,7 @@ def list_runs(
                 row.cached += 1
             if short == "RankingDataGen":
                 row.collection = _json_prop(execution, "collection").get("name", "-")
-            elif short == "Trainer":
+            elif short.endswith("Trainer"):  # TFX's, RankingTrainer, the replica Trainers
                 row.model = _model_label(_json_prop(execution, "custom_config"))
         artifacts, art_types = output_artifacts(store, [e.id for e in executions])
         for artifact in artifacts:

@@ -516,9 +516,10 @@ def test_what_the_cluster_can_use_is_accepted(setting: str) -> None:
 
 def test_cranfield_spec_has_every_trainer_read_the_corpus_vectors(tmp_path: Path) -> None:
     """The compiled Cranfield spec runs the CorpusEncoder as a task of its own, and every
-    Trainer (the pushed one and each fold's), RankingDataGen and the evaluator take its
-    rankpipe.CorpusVectors artifact as their `corpus_vectors` input (issue 38: no Trainer pod
-    embeds the corpus); the entrypoint knows the type."""
+    Trainer (the pushed one and each fold's) and the evaluator take its rankpipe.CorpusVectors
+    artifact as their `corpus_vectors` input (no Trainer pod embeds the corpus; RankingDataGen
+    reads it only for hybrid retrieval, which Cranfield has not); the entrypoint knows the
+    type."""
     from kfp.client.client import _extract_pipeline_yaml
 
     config = load_config("cranfield", cluster_overrides("cranfield"), False)
@@ -533,7 +534,7 @@ def test_cranfield_spec_has_every_trainer_read_the_corpus_vectors(tmp_path: Path
         == "CorpusEncoder"
     )
     trainers = ["Trainer", *(f"Trainer_fold{i}" for i in range(5))]
-    assert readers == sorted(["RankingDataGen", "RankingEvaluator", *trainers])
+    assert readers == sorted(["RankingEvaluator", *trainers])
     for name in ("CorpusEncoder", *trainers):
         assert name in tasks
     encoder = spec.components[tasks["CorpusEncoder"].component_ref.name]

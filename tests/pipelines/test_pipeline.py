@@ -127,7 +127,8 @@ def test_the_corpus_encoder_feeds_datagen_every_trainer_and_the_evaluator(
 ) -> None:
     """Cranfield (a dual encoder over frozen documents with a companion): the CorpusEncoder
     runs first, with both encoders at datagen.max_doc_length and their checkpoints' digests,
-    and RankingDataGen, every fold's Trainer and the evaluator read its artifact."""
+    and every fold's Trainer and the evaluator read its artifact (RankingDataGen only with
+    hybrid retrieval: it need not wait for the encoder otherwise)."""
     from components.corpus_encoder.config import DocumentsConfig, encoders_from_json
     from rankcore.encoders.hf_checkpoint import checkpoint_digest
 
@@ -136,7 +137,7 @@ def test_the_corpus_encoder_feeds_datagen_every_trainer_and_the_evaluator(
     assert built[0].id == "CorpusEncoder"
     readers = [c.id for c in built if "corpus_vectors" in c.inputs]
     trainers = ["Trainer", *(f"Trainer_fold{i}" for i in range(5))]
-    assert readers == ["RankingDataGen", *trainers, "RankingEvaluator"]
+    assert readers == [*trainers, "RankingEvaluator"]
     for component in built:
         if component.id in readers:
             channel = component.inputs["corpus_vectors"]
@@ -202,3 +203,11 @@ def test_corpus_encoders_are_the_union_of_hybrid_retrieval_and_the_document_towe
         EncoderSpec(dual.checkpoint_dir, knrm.datagen.max_doc_length)
     ]
     assert component_table.corpus_encoders(load_config("demo", check_inputs=False)) == []
+
+
+def test_datagen_reads_the_corpus_vectors_only_for_hybrid_retrieval(shared_data: Path) -> None:
+    """msmarco-subset.yaml retrieves hybrid candidates: RankingDataGen reads the vectors there
+    (and cranfield.yaml, without hybrid retrieval, does not: the test above)."""
+    built = create_components(load_config("msmarco-subset", check_inputs=False))
+    datagen = next(c for c in built if c.id == "RankingDataGen")
+    assert datagen.inputs["corpus_vectors"].producer_component_id == "CorpusEncoder"

@@ -242,7 +242,7 @@ def test_second_identical_run_is_cached(e2e) -> None:
         "tfx.components.statistics_gen.component.StatisticsGen",
         "tfx.components.example_validator.component.ExampleValidator",
         "components.example_gate.ExampleGate",
-        "tfx.components.trainer.component.Trainer",
+        "components.ranking_trainer.component.RankingTrainer",
         "components.ranking_evaluator.component.RankingEvaluator",
         "components.ranking_pusher.component.RankingPusher",
     ):
