@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from pipelines.config import PipelineConfig
 
 RUN_FN = "trainer_module.run_fn.run_fn"
+TUNER_FN = "trainer_module.tuning.tuner_fn"
 
 
 @dataclass(frozen=True)
@@ -96,9 +97,25 @@ def corpus_encoders(config: PipelineConfig) -> list[Any]:
         specs.append(
             corpus_encoder_spec(config.datagen.hybrid.checkpoint_dir, config.datagen.max_doc_length)
         )
-    tower = corpus_tower(config.trainer, config.datagen.max_doc_length)
-    specs += [spec for spec, _ in tower.parts] if tower is not None else []
+    for trainer in trainer_configs(config):
+        tower = corpus_tower(trainer, config.datagen.max_doc_length)
+        specs += [spec for spec, _ in tower.parts] if tower is not None else []
     return list(dict.fromkeys(specs))
+
+
+def trainer_configs(config: PipelineConfig) -> list[Any]:
+    """The trainer section, then with a Tuner each combination of its space it may train
+    (trainer_module/tuning_config.py): every encoder any of them reads is embedded once."""
+    if not config.tuner.enabled:
+        return [config.trainer]
+    from trainer_module.config import TrainerConfig
+    from trainer_module.tuning_config import apply_values, combinations
+
+    base = dataclasses.asdict(config.trainer)
+    return [config.trainer] + [
+        TrainerConfig.from_dict(apply_values(base, values))
+        for values in combinations(config.tuner.space)
+    ]
 
 
 def _corpus_encoder(w: Wiring) -> dict[str, Any]:
@@ -148,13 +165,15 @@ def trainer_splits(w: Wiring) -> tuple[list[str], list[str]]:
     return branch.train_splits, [branch.dev_split]
 
 
-def _trainer(w: Wiring) -> dict[str, Any]:
+def _training_inputs(w: Wiring) -> dict[str, Any]:
+    """What the Trainer and the Tuner of one branch both read: the examples of its train and
+    dev splits only (never the evaluated split), the TransformGraph, the schema, the trainer
+    section and the corpus vectors."""
     from tfx import v1 as tfx
 
     config = w.config
     train, dev = trainer_splits(w)
     return {
-        "run_fn": RUN_FN,
         "examples": w.output("RankingDataGen", "examples"),
         "transform_graph": w.output("RankingDataGen", "transform_graph"),
         "schema": w.output("ImportSchemaGen", "schema"),
@@ -167,6 +186,25 @@ def _trainer(w: Wiring) -> dict[str, Any]:
         },
         **_corpus_vectors(w),
     }
+
+
+def _branch_node(w: Wiring, component_id: str) -> str:
+    """The node id of `component_id`'s copy on the branch being built."""
+    return component_id if w.fold is None else folds.node_id(component_id, w.fold)
+
+
+def _tuner(w: Wiring) -> dict[str, Any]:
+    inputs = _training_inputs(w)
+    inputs["custom_config"]["tuner"] = dataclasses.asdict(w.config.tuner)
+    return {"tuner_fn": TUNER_FN, **inputs}
+
+
+def _trainer(w: Wiring) -> dict[str, Any]:
+    tuner = _branch_node(w, "Tuner")
+    chosen = (
+        {"hyperparameters": w.output(tuner, "best_hyperparameters")} if tuner in w.built else {}
+    )
+    return {"run_fn": RUN_FN, **_training_inputs(w), **chosen}
 
 
 def _evaluator(w: Wiring) -> dict[str, Any]:
@@ -264,6 +302,18 @@ COMPONENTS: tuple[ComponentRow, ...] = (
         "components.example_gate.ExampleGate",
         lambda w: {"anomalies": w.output("ExampleValidator", "anomalies")},
         "Stop on anomalies",
+    ),
+    # Only with tuner.max_trials > 0: one per branch, on that branch's train and dev splits.
+    ComponentRow(
+        "Tuner",
+        # TFX's Tuner with the optional corpus_vectors input; a trial is a whole Trainer run.
+        "components.ranking_tuner.component.RankingTuner",
+        _tuner,
+        "Tune recipe",
+        after=("ExampleGate",),
+        key_figure=figures.TUNER,
+        per_fold=True,
+        include=lambda config: config.tuner.enabled,
     ),
     ComponentRow(
         "Trainer",

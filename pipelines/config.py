@@ -28,6 +28,7 @@ from rankcore import config_loader
 from rankcore.config_loader import ConfigError
 from trainer_module import pretrained
 from trainer_module.config import TrainerConfig
+from trainer_module.tuning_config import TunerConfig
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
@@ -323,6 +324,9 @@ class PipelineConfig:
     collection: CollectionConfig  # (required section)
     datagen: DatagenConfig = field(default_factory=DatagenConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    # The Tuner (docs/trainer.md "Tuner"): trainer keys tried on the dev queries before the
+    # Trainer trains the best; max_trials 0 (the default): no Tuner.
+    tuner: TunerConfig = field(default_factory=TunerConfig)
     evaluator: EvaluatorConfig = field(default_factory=EvaluatorConfig)
     pusher: PusherConfig = field(default_factory=PusherConfig)
     runner: RunnerConfig = field(default_factory=RunnerConfig)
@@ -383,6 +387,7 @@ def load_config(
         config_checks.check_training_lists,
         config_checks.check_corpus_case,
         config_checks.expand_paths,
+        config_checks.check_tuner,
     ]
     if check_inputs:
         checks += [config_checks.check_input_paths, config_checks.check_worker_paths]

@@ -8,6 +8,7 @@ contradictions (cross-validation vs the split, the Trainer's recipe vs the sampl
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import os
 
@@ -15,9 +16,11 @@ from components.ranking_datagen.config import cross_validation_folds
 from pipelines.config import PATH_DEFAULTS, REPO_ROOT, PipelineConfig
 from rankcore import config_loader
 from rankcore.config_loader import ConfigError
+from trainer_module.config import TrainerConfig
 from trainer_module.models.registry import PRETRAINED_MODEL_NAMES
 from trainer_module.pretrained import missing_checkpoint
 from trainer_module.recipes import RECIPES, corpus_tower, recipe_for
+from trainer_module.tuning_config import apply_values, combinations
 
 # The keys holding paths or URIs: ${VAR} is expanded and a relative path made absolute.
 PATH_KEYS = {
@@ -116,6 +119,64 @@ def expand_paths(config: PipelineConfig) -> None:
             if "://" not in expanded and not os.path.isabs(expanded):
                 expanded = str((REPO_ROOT / expanded).resolve())
             setattr(obj, key, expanded)
+    if problems:
+        raise ConfigError(problems)
+
+
+def _expand_space_paths(config: PipelineConfig) -> list[str]:
+    """The tuner's space values of path keys (a checkpoint to try) expanded as expand_paths
+    expands the key itself; the unset variables and missing local paths as problems."""
+    defaults = dict(PATH_DEFAULTS, RANKPIPE_PIPELINE_NAME=config.runner.pipeline_name)
+    problems = []
+    for key, values in config.tuner.space.items():
+        section, _, leaf = f"trainer.{key}".rpartition(".")
+        if leaf not in PATH_KEYS.get(section, ()):
+            continue
+        for i, value in enumerate(values):
+            if not isinstance(value, str):
+                continue
+            where = f"{config.source}: tuner.space.{key}[{i}]"
+            try:
+                value = config_loader.expand_env(value, defaults)
+            except KeyError as e:
+                problems.append(f"{where}: environment variable {e.args[0]} is not set")
+                continue
+            if "://" not in value and not os.path.isabs(value):
+                value = str((REPO_ROOT / value).resolve())
+            if "://" not in value and not os.path.exists(value):
+                problems.append(f"{where}: {value} does not exist")
+            values[i] = value
+    return problems
+
+
+def check_tuner(config: PipelineConfig) -> None:
+    """With a Tuner, every key of `tuner.space` is a trainer key and every combination of its
+    values is a trainer section that could run here (its recipe's own rules, the sampling
+    mode it trains on, the corpus case): refused before any component runs, naming the
+    combination, rather than after the trials before it (trainer_module/tuning.py)."""
+    if not config.tuner.enabled:
+        return
+    problems = []
+    for key in config.tuner.space:
+        try:
+            config_loader.check_key(TrainerConfig, key)
+        except ConfigError as e:
+            problems += [
+                p.replace("--set ", f"{config.source}: tuner.space.", 1) for p in e.problems
+            ]
+    problems += _expand_space_paths(config)
+    if problems:
+        raise ConfigError(problems)
+    base = dataclasses.asdict(config.trainer)
+    for values in combinations(config.tuner.space):
+        try:
+            trainer = TrainerConfig.from_dict(apply_values(base, values))
+            trial = dataclasses.replace(config, trainer=trainer)
+            check_training_lists(trial)
+            check_corpus_case(trial)
+        except (ConfigError, ValueError) as e:
+            lines = e.problems if isinstance(e, ConfigError) else [str(e)]
+            problems += [f"{config.source}: tuner.space combination {values}: {p}" for p in lines]
     if problems:
         raise ConfigError(problems)
 

@@ -95,8 +95,8 @@ class PipelineParameter:
 # `tfx run create --runtime_parameter NAME=VALUE`. pipelines/kfp_entrypoint.py
 # (apply_pipeline_parameters) puts each value where the executors read it.
 PIPELINE_PARAMETERS = (
-    PipelineParameter("train_steps", int, "trainer.train_steps", ("Trainer",)),
-    PipelineParameter("learning_rate", float, "trainer.learning_rate", ("Trainer",)),
+    PipelineParameter("train_steps", int, "trainer.train_steps", ("Tuner", "Trainer")),
+    PipelineParameter("learning_rate", float, "trainer.learning_rate", ("Tuner", "Trainer")),
     PipelineParameter(
         "push_destination", str, "pusher.destination", ("RankingEvaluator", "Pusher")
     ),

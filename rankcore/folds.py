@@ -10,7 +10,9 @@ model that ranks it. The model that is pushed trains on every fold but the dev f
 (`datagen.split.dev_fold`) and picks its alpha there.
 
 RankingDataGen (components), the pipeline's wiring (pipelines) and the evaluator (components)
-all read these names, so they live in the layer every one of them imports.
+all read these names, so they live in the layer every one of them imports. So does the record of
+each split's judged queries (`SPLIT_QUERIES_FILE`), which RankingDataGen writes for every split
+(train/dev/test or the fold splits) and the evaluator reads.
 """
 
 from __future__ import annotations
@@ -22,6 +24,14 @@ TRAIN, EVAL = "train", "eval"
 # of fold branch 2: "Trainer_fold2"); the final (pushed) model's stays "Trainer".
 NODE_SUFFIX = "_fold"
 MAX_FOLDS = 10  # the evaluator declares one optional model input per fold up to this
+
+# Beside qrels.txt in RankingDataGen's qrels artifact: per split (every split of the examples,
+# train/dev/test or the fold splits), how many judged queries it holds and which of them have
+# no first-stage candidate, so no example: {"splits": {split: {"judged": n,
+# "without_candidates": [qid, ...]}}}. The evaluator counts those queries as trec_eval -c
+# counts a judged query missing from a run (0 for every system) instead of never seeing them.
+SPLIT_QUERIES_FILE = "split_queries.json"
+JUDGED, WITHOUT_CANDIDATES = "judged", "without_candidates"
 
 
 def split_name(fold: int, role: str) -> str:

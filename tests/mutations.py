@@ -393,4 +393,34 @@ MUTATIONS: tuple[Mutation, ...] = (
         replace="            if qid in assignment:\n",
         tests=("tests/components/ranking_datagen/test_splits.py",),
     ),
+    Mutation(
+        name="tuner-reads-other-branch",
+        promise="each Tuner reads its own Trainer's train and dev splits, never the evaluated one",
+        file="pipelines/component_table.py",
+        find="    inputs = _training_inputs(w)\n",
+        replace="    inputs = _training_inputs(dataclasses.replace(w, fold=None))\n",
+        tests=("tests/pipelines/test_pipeline_tuner.py",),
+    ),
+    Mutation(
+        name="trainer-ignores-tuner",
+        promise="the Trainer trains what its Tuner chose",
+        file="trainer_module/run_fn.py",
+        find='    chosen = tuning_config.chosen(getattr(fn_args, "hyperparameters", None))\n',
+        replace="    chosen = None\n",
+        tests=(
+            "tests/trainer_module/test_tuning.py::test_the_trainer_trains_what_the_tuner_chose",
+            "tests/pipelines/test_pipeline_tuner.py::test_a_real_run_trains_what_its_tuner_chose",
+        ),
+    ),
+    Mutation(
+        name="bm25-stemmer-not-wired",
+        promise="the configured stemmer reaches the pipeline's BM25 (documents as queries)",
+        file="components/ranking_datagen/passes.py",
+        find="bm25.k1, bm25.b, bm25.stemmer)",
+        replace="bm25.k1, bm25.b)",
+        tests=(
+            "tests/components/ranking_datagen/test_executor.py::"
+            "test_the_configured_stemmer_reaches_the_pipelines_bm25",
+        ),
+    ),
 )

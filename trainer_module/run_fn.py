@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import tensorflow as tf
 import tensorflow_transform as tft
@@ -14,7 +14,7 @@ import tf_keras as keras
 from rankcore import corpus_vectors, feedback, fusion
 from rankcore.corpus_vectors import DocumentTower
 from rankcore.encoders import hf_checkpoint
-from trainer_module import hardware, validation
+from trainer_module import hardware, tuning_config, validation
 from trainer_module.checkpointing import CORPUS_VECTORS_URI, checkpoint_dir, run_fingerprint
 from trainer_module.config import TrainerConfig
 from trainer_module.export import export_serving_model
@@ -162,30 +162,32 @@ def corpus_documents(
     return cache
 
 
-def run_fn(fn_args: Any) -> TrainResult:
-    """Trains (resuming if a previous attempt was killed), validates and exports the best model.
+class Fitted(NamedTuple):
+    """A trained (or zero-shot) model with its dev scores and fusion chosen: what the Trainer
+    exports and what a Tuner trial (trainer_module/tuning.py) scores and drops."""
 
-    fn_args.custom_config = {"trainer": TrainerConfig dict, "max_query_length": int,
-    "max_doc_length": int, "corpus_vectors_uri": the CorpusEncoder's artifact or None}.
-    fn_args.train_steps (TrainArgs.num_steps), when set, overrides trainer.train_steps.
-    """
-    start = time.monotonic()
-    seconds: dict[str, float] = {}
-    custom = dict(fn_args.custom_config or {})
-    cfg = TrainerConfig.from_dict(custom.get("trainer"))
+    controller: Controller
+    recipe: Recipe
+    tower: DocumentTower | None
+    result: TrainResult
+
+
+def fit(
+    cfg: TrainerConfig,
+    steps: int,
+    fn_args: Any,
+    custom: dict[str, Any],
+    model_run_dir: str,
+    strategy: tf.distribute.Strategy,
+    vocab: list[str],
+    seconds: dict[str, float],
+) -> Fitted:
+    """Trains `cfg` for `steps` on fn_args' train files (resuming from the checkpoints of a
+    killed attempt with the same fingerprint), restores the best checkpoint, scores the dev
+    files and chooses the fusion: the Trainer and every Tuner trial run exactly this, so the
+    Tuner's dev score is the one the Trainer would get with the same values."""
     max_q, max_d = int(custom["max_query_length"]), int(custom["max_doc_length"])
-    if max_q < 1 or max_d < 1:
-        raise ValueError("custom_config: max_query_length and max_doc_length must be >= 1")
-    steps = int(fn_args.train_steps) if fn_args.train_steps else cfg.train_steps
-    if fn_args.train_steps and fn_args.train_steps != cfg.train_steps:
-        logging.warning("TrainArgs.num_steps=%d overrides trainer.train_steps", steps)
-
-    strategy = hardware.make_strategy(cfg)  # first: multi-worker must precede TF runtime use
-    vocab = read_vocab(fn_args.transform_graph_path)
-    if cfg.model in PRETRAINED_MODEL_NAMES:  # before any training: ids must mean its tokens
-        ckpt = getattr(cfg, cfg.model).checkpoint_dir
-        hf_checkpoint.check_vocab(ckpt, hf_checkpoint.read_vocab_file(ckpt), len(vocab), vocab)
-    hardware.set_precision_policy(hardware.precision_policy(cfg, strategy))
+    start = time.monotonic()
     recipe = recipe_for(cfg, steps)  # the one place the recipe is chosen
     tower = recipe.document_tower(max_d, keras.mixed_precision.global_policy().name)
     doc_cache = corpus_documents(recipe, tower, custom.get(CORPUS_VECTORS_URI))
@@ -198,17 +200,17 @@ def run_fn(fn_args: Any) -> TrainResult:
         strategy,
         list(fn_args.train_files),
         list(fn_args.eval_files or []),
-        checkpoint_dir(fn_args.model_run_dir, fingerprint),
-        fn_args.model_run_dir,
+        checkpoint_dir(model_run_dir, fingerprint),
+        model_run_dir,
         steps,
         doc_cache,
     )
-    seconds["setup"] = time.monotonic() - start
+    seconds["setup"] = seconds.get("setup", 0.0) + time.monotonic() - start
     t0 = time.monotonic()
     result = controller.train()
     restored_best = controller.restore_best()
     if restored_best:
-        logging.info("exporting best model (step %d)", result.best_step)
+        logging.info("best model: step %d", result.best_step)
     seconds["train"] = time.monotonic() - t0
     dev = None
     if fn_args.eval_files:  # the exported (best) weights' scores of every dev candidate
@@ -216,8 +218,55 @@ def run_fn(fn_args: Any) -> TrainResult:
         dev = controller.exported_dev_scores(restored_best)
         seconds["dev_scoring"] = time.monotonic() - t0
     result.fusion = choose_fusion(cfg, dev, result, seconds)
-    result.seconds = seconds
     result.recipe = recipe.describe()
+    return Fitted(controller, recipe, tower, result)
+
+
+def prepare(cfg: TrainerConfig, fn_args: Any) -> tuple[tf.distribute.Strategy, list[str]]:
+    """(strategy, vocabulary) after the checks every run makes before training: the strategy
+    first (multi-worker must precede any TF runtime use), the checkpoint's vocabulary against
+    the TransformGraph's (ids must mean its tokens), then the precision policy."""
+    strategy = hardware.make_strategy(cfg)
+    vocab = read_vocab(fn_args.transform_graph_path)
+    if cfg.model in PRETRAINED_MODEL_NAMES:
+        ckpt = getattr(cfg, cfg.model).checkpoint_dir
+        hf_checkpoint.check_vocab(ckpt, hf_checkpoint.read_vocab_file(ckpt), len(vocab), vocab)
+    hardware.set_precision_policy(hardware.precision_policy(cfg, strategy))
+    return strategy, vocab
+
+
+def run_fn(fn_args: Any) -> TrainResult:
+    """Trains (resuming if a previous attempt was killed), validates and exports the best model.
+
+    fn_args.custom_config = {"trainer": TrainerConfig dict, "max_query_length": int,
+    "max_doc_length": int, "corpus_vectors_uri": the CorpusEncoder's artifact or None}.
+    fn_args.hyperparameters (the Tuner's best_hyperparameters, when the pipeline has a Tuner)
+    set trainer keys over the config's (trainer_module/tuning.py); else fn_args.train_steps
+    (TrainArgs.num_steps), when set, overrides trainer.train_steps.
+    """
+    start = time.monotonic()
+    seconds: dict[str, float] = {}
+    custom = dict(fn_args.custom_config or {})
+    chosen = tuning_config.chosen(getattr(fn_args, "hyperparameters", None))
+    if chosen is not None:
+        custom["trainer"] = tuning_config.apply_values(custom.get("trainer") or {}, chosen.values)
+    cfg = TrainerConfig.from_dict(custom.get("trainer"))
+    max_q, max_d = int(custom["max_query_length"]), int(custom["max_doc_length"])
+    if max_q < 1 or max_d < 1:
+        raise ValueError("custom_config: max_query_length and max_doc_length must be >= 1")
+    steps = int(fn_args.train_steps) if fn_args.train_steps else cfg.train_steps
+    if chosen is not None and "train_steps" in chosen.values:
+        steps = cfg.train_steps  # the Tuner's choice, not TrainArgs' configured count
+    elif fn_args.train_steps and fn_args.train_steps != cfg.train_steps:
+        logging.warning("TrainArgs.num_steps=%d overrides trainer.train_steps", steps)
+
+    strategy, vocab = prepare(cfg, fn_args)
+    controller, _, tower, result = fit(
+        cfg, steps, fn_args, custom, fn_args.model_run_dir, strategy, vocab, seconds
+    )
+    if chosen is not None:
+        result.recipe = [*result.recipe, *chosen.describe()]
+    result.seconds = seconds
     if controller.chief:
         write_results(result, fn_args.model_run_dir)
     # Every multi-worker process must save (collective); only the chief's copy is kept.
@@ -232,7 +281,7 @@ def run_fn(fn_args: Any) -> TrainResult:
         fusion=result.fusion,
         towers=offers_towers(cfg.model),
         document_tower=tower,
-        description=recipe.describe(),
+        description=result.recipe,
     )
     seconds["export"] = time.monotonic() - t0
     if not controller.chief:

@@ -79,7 +79,11 @@ class CountAllWords(beam.PTransform):
 
 
 class _IndexShard(beam.DoFn):
-    """A batch of documents (one shard) -> its candidates.ShardIndex over the query terms."""
+    """A batch of documents (one shard) -> its candidates.ShardIndex over the query terms,
+    tokenized with the `stemmer` the query tokens were."""
+
+    def __init__(self, stemmer: str):
+        self._stemmer = stemmer
 
     def setup(self) -> None:
         self._terms: set[str] | None = None
@@ -87,7 +91,7 @@ class _IndexShard(beam.DoFn):
     def process(self, batch: list[tuple], query_tokens: dict[str, list[str]]):
         if self._terms is None:
             self._terms = {t for tokens in query_tokens.values() for t in tokens}
-        yield candidates.index_shard(((d[0], d[1]) for d in batch), self._terms)
+        yield candidates.index_shard(((d[0], d[1]) for d in batch), self._terms, self._stemmer)
 
 
 class _SumStatistics(beam.CombineFn):
@@ -165,17 +169,23 @@ class ShardedBm25(beam.PTransform):
     Each batch is a shard: indexed over the query terms where it is (no shuffle of texts),
     its statistics summed by a combine, then scored with the global statistics (a side input)
     and merged by a combine. No step holds more than one batch of documents; the scores equal
-    bm25s over the whole corpus (candidates.Bm25Scorer).
+    bm25s over the whole corpus (candidates.Bm25Scorer). `stemmer` (candidates.STEMMERS,
+    `datagen.bm25.stemmer`) must be the one the query tokens were made with
+    (candidates.query_tokens): documents and queries are then stemmed alike.
     """
 
-    def __init__(self, depth: int, k1: float, b: float):
+    def __init__(self, depth: int, k1: float, b: float, stemmer: str = "none"):
         super().__init__()
-        self._depth, self._k1, self._b = depth, k1, b
+        if stemmer not in candidates.STEMMERS:
+            raise ValueError(
+                f"datagen.bm25.stemmer: {stemmer!r} is not one of {', '.join(candidates.STEMMERS)}"
+            )
+        self._depth, self._k1, self._b, self._stemmer = depth, k1, b, stemmer
 
     def expand(self, inputs):
         batches, query_tokens = inputs
         tokens = beam.pvalue.AsSingleton(query_tokens)
-        shards = batches | "IndexShards" >> beam.ParDo(_IndexShard(), tokens)
+        shards = batches | "IndexShards" >> beam.ParDo(_IndexShard(self._stemmer), tokens)
         stats = (
             shards
             | "ShardStatistics" >> beam.Map(candidates.shard_statistics)

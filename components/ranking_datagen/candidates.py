@@ -1,7 +1,8 @@
 """First-stage candidates: from a given TREC run, or BM25 over the collection.
 
-BM25 (Lucene variant, English stopwords, bm25s's tokenizer) runs sharded in the collection
-pass, so that no process holds more than one shard of documents:
+BM25 (Lucene variant, English stopwords, bm25s's tokenizer, optionally a Snowball stemmer:
+`datagen.bm25.stemmer`) runs sharded in the collection pass, so that no process holds more
+than one shard of documents:
 
   1. `index_shard`: a shard (a reader batch of documents) -> its `ShardIndex`: docids,
      lengths and the term frequencies of the query terms only (bm25s's tokenizer);
@@ -55,21 +56,49 @@ def rank_run(
 _TFC_DTYPE = (np.zeros(1, np.float32) + np.float64(1.0)).dtype
 
 
-def tokenize_for_bm25(texts: list[str]) -> list[list[str]]:
+# `datagen.bm25.stemmer`: PyStemmer's Snowball algorithms by name, or none (the default: the
+# runs of before). "porter" is what Lucene's EnglishAnalyzer (Anserini's BM25, BEIR's standard
+# first stage) does: its PorterStemFilter is Martin Porter's original algorithm, which
+# Snowball's "porter" implements; Snowball's "english" (Porter2) stems differently
+# ("generalization" -> "general", not "gener"; "news" stays) and is there to compare (within
+# noise of porter on every shipped collection's dev queries: docs/datagen.md "Stemmer").
+# EnglishAnalyzer's other steps need no option: its stopwords are bm25s's "en" list (the same
+# 33 words), and the "'s" its EnglishPossessiveFilter removes is a one-letter token that
+# bm25s's `\w\w+` drops anyway.
+STEMMERS = ("none", "porter", "english")
+
+
+def _stemmer(name: str):
+    """The PyStemmer stemmer `name` (one of STEMMERS; None for none), made per call: a
+    Stemmer object is not safe to share between threads, and one costs microseconds."""
+    if name not in STEMMERS:
+        raise ValueError(f"datagen.bm25.stemmer: {name!r} is not one of {', '.join(STEMMERS)}")
+    if name == "none":
+        return None
+    import Stemmer  # PyStemmer
+
+    return Stemmer.Stemmer(name)
+
+
+def tokenize_for_bm25(texts: list[str], stemmer: str = "none") -> list[list[str]]:
     """bm25s's own tokenizer as a bm25s index of the corpus uses it (lowercase,
-    `\\b\\w\\w+\\b`, English stopwords), as token strings: a text's tokens do not depend on the
-    other texts."""
+    `\\b\\w\\w+\\b`, English stopwords, then the `stemmer` on each remaining word), as token
+    strings: each word is stemmed alone, so a text's tokens do not depend on the other texts
+    (nor on the shard it is in)."""
     import bm25s
 
     if not texts:
         return []
-    return bm25s.tokenize(texts, stopwords="en", show_progress=False, return_ids=False)
+    return bm25s.tokenize(
+        texts, stopwords="en", stemmer=_stemmer(stemmer), show_progress=False, return_ids=False
+    )
 
 
-def query_tokens(queries: dict[str, str]) -> dict[str, list[str]]:
-    """qid -> its tokens in order, repeats kept (bm25s scores a repeated term once per copy)."""
+def query_tokens(queries: dict[str, str], stemmer: str = "none") -> dict[str, list[str]]:
+    """qid -> its tokens in order, repeats kept (bm25s scores a repeated term once per copy);
+    `stemmer` must be the one the documents are indexed with (index_shard)."""
     qids = sorted(queries)
-    return dict(zip(qids, tokenize_for_bm25([queries[q] for q in qids])))
+    return dict(zip(qids, tokenize_for_bm25([queries[q] for q in qids], stemmer)))
 
 
 class ShardIndex(NamedTuple):
@@ -107,13 +136,16 @@ class ShardStatistics(NamedTuple):
 EMPTY_STATISTICS = ShardStatistics(0, 0, {})
 
 
-def index_shard(documents: Iterable[tuple[str, str]], terms: set[str]) -> ShardIndex:
-    """(docid, text) pairs -> their ShardIndex over the query `terms`."""
+def index_shard(
+    documents: Iterable[tuple[str, str]], terms: set[str], stemmer: str = "none"
+) -> ShardIndex:
+    """(docid, text) pairs -> their ShardIndex over the query `terms` (tokenized with the
+    `stemmer` the query terms were: query_tokens)."""
     docids, texts = [], []
     for docid, text in documents:
         docids.append(docid)
         texts.append(text)
-    tokens = tokenize_for_bm25(texts)
+    tokens = tokenize_for_bm25(texts, stemmer)
     postings: dict[str, list[tuple[int, int]]] = {}
     for i, doc_tokens in enumerate(tokens):
         counts = Counter(doc_tokens)

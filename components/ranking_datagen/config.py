@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from components.ranking_datagen.candidates import STEMMERS
 from components.ranking_datagen.readers import READERS
 from rankcore import config_loader, folds
 
@@ -74,10 +75,13 @@ class CollectionConfig:
 class Bm25Config:
     k1: float = 0.9  # BM25 term-frequency saturation (bm25s, Lucene variant)
     b: float = 0.4  # BM25 length normalization
+    # none, porter (Lucene's EnglishAnalyzer, Anserini's BM25) or english (Snowball's Porter2)
+    stemmer: str = "none"
 
     def __post_init__(self) -> None:
         if self.k1 < 0 or not 0 <= self.b <= 1:
             raise ValueError(f"k1 must be >= 0 and b in [0, 1], got k1={self.k1} b={self.b}")
+        config_loader.one_of("stemmer", self.stemmer, STEMMERS)
 
 
 @dataclass

@@ -17,7 +17,8 @@ or Spark alike):
   3. encoding pass (Beam, passes.encoding_pass): tf.Transform tokenizes the queries and
      documents the groups refer to in batches and writes the TransformGraph; groups are joined
      with token ids and written as shuffled, sharded gzip TFRecords;
-  4. the small artifacts (qrels, first-stage run) and the summary.
+  4. the small artifacts (qrels with each split's judged queries and those without a candidate,
+     first-stage run) and the summary.
 Everything is written under a staging directory, which the executor moves into the artifacts
 at the end; a failure clears the artifact directories, so a failed run leaves nothing a later
 component could read.
@@ -38,7 +39,7 @@ from components import artifacts, beam_mode
 from components.ranking_datagen import collection as collection_io
 from components.ranking_datagen import dense, outputs, passes, planner, readers, tokenization
 from components.ranking_datagen.config import CollectionConfig, DatagenConfig
-from rankcore import lineage
+from rankcore import folds, lineage
 
 OUTPUT_KEYS = ("examples", "transform_graph", "vocabulary", "qrels", "first_stage_run", "summary")
 
@@ -117,11 +118,26 @@ def generate(
         os.path.join(stage["first_stage_run"], artifacts.RUN_FILE), plan.ranked, plan.run_id
     )
     summary = _summary(coll, cfg, inputs, cp, plan, counters, len(vocab), report)
+    summary["judged_queries_without_candidates_per_split"] = _split_queries(
+        stage["qrels"], plan, inputs.judgments.qrels
+    )
     summary["seconds"] = round(time.time() - start, 1)
     summary["timings"] = {k: round(v, 1) for k, v in timings.items()}
     summary[lineage.RECORD_KEY] = _lineage_record(cfg, inputs, summary["documents"], vocab_path)
     outputs.write_summary(stage["summary"], summary)
     return Generated(stage, summary, list(plan.per_split))
+
+
+def _split_queries(
+    qrels_dir: str, plan: planner.Plan, qrels: dict[str, dict[str, int]]
+) -> dict[str, int]:
+    """Writes each split's judged queries and those without a first-stage candidate beside
+    qrels.txt (planner.split_queries), where the evaluator reads them: such a query has no
+    example, and is scored 0 by every system (as trec_eval -c counts it) instead of never
+    seen. Returns how many had none per split, for the summary."""
+    record = planner.split_queries(plan, qrels)
+    outputs.write_split_queries(qrels_dir, record)
+    return {split: len(entry[folds.WITHOUT_CANDIDATES]) for split, entry in record.items()}
 
 
 def _encode(

@@ -14,7 +14,7 @@ from typing import Any
 import tensorflow as tf
 
 from components.ranking_datagen.constants import SUMMARY_MD
-from rankcore import trec
+from rankcore import folds, trec
 from rankcore.constants import SUMMARY_JSON
 from rankcore.file_io import write_text_atomic
 
@@ -40,6 +40,16 @@ def write_qrels(path: str, qrels: dict[str, dict[str, int]]) -> None:
         for docid, rel in sorted(qrels[qid].items())
     ]
     write_text_atomic(path, "".join(lines))
+
+
+def write_split_queries(qrels_dir: str, record: dict[str, dict]) -> None:
+    """The judged queries of each split and those without a first-stage candidate
+    (planner.split_queries) beside qrels.txt, where the evaluator reads them with the
+    judgments (rankcore/folds.py SPLIT_QUERIES_FILE)."""
+    write_text_atomic(
+        os.path.join(qrels_dir, folds.SPLIT_QUERIES_FILE),
+        json.dumps({"splits": record}, indent=1) + "\n",
+    )
 
 
 def complete_shards(examples_dir: str, num_shards: dict[str, int]) -> None:

@@ -190,7 +190,10 @@ def collection_pass(
     files = {name: os.path.join(pass_dir, f"{name}.json") for name in _PASS1_FILES}
     queries_path = write_pickle(os.path.join(pass_dir, "queries.pkl"), queries)
     query_tokens_path = (
-        write_pickle(os.path.join(pass_dir, "query_tokens.pkl"), candidates.query_tokens(queries))
+        write_pickle(
+            os.path.join(pass_dir, "query_tokens.pkl"),
+            candidates.query_tokens(queries, cfg.bm25.stemmer),
+        )
         if need_bm25
         else None
     )
@@ -316,7 +319,7 @@ def _bm25_candidates(
     bm25 = cfg.bm25
     return (
         (batches, query_tokens)
-        | "BM25" >> beam_transforms.ShardedBm25(cfg.candidates_depth, bm25.k1, bm25.b)
+        | "BM25" >> beam_transforms.ShardedBm25(cfg.candidates_depth, bm25.k1, bm25.b, bm25.stemmer)
         | "WriteBM25" >> beam.Map(_write_bm25, beam.pvalue.AsSingleton(query_tokens), path)
     )
 

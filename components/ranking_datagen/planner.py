@@ -290,6 +290,29 @@ def sample(
     return groups, queries_per_split, per_split
 
 
+def split_queries(plan: Plan, qrels: dict[str, dict[str, int]]) -> dict[str, dict]:
+    """Per split, in the examples' split order: how many judged queries it holds and which of
+    them have no first-stage candidate (rankcore/folds.py SPLIT_QUERIES_FILE). Such a query has
+    no example, so without this record the evaluator would never see it; with it, it scores 0
+    for every system, as trec_eval -c counts a judged query missing from the run. With
+    cross-validation a query is in both splits of its fold, as `sampling.by_fold` puts it."""
+    members: dict[str, list[str]] = {split: [] for split in plan.per_split}
+    for qid in sorted(qrels):
+        if plan.fold_of is not None:
+            if qid in plan.fold_of:
+                for role in (folds.TRAIN, folds.EVAL):
+                    members[folds.split_name(plan.fold_of[qid], role)].append(qid)
+        elif qid in plan.split_of:
+            members[plan.split_of[qid]].append(qid)
+    return {
+        split: {
+            folds.JUDGED: len(qids),
+            folds.WITHOUT_CANDIDATES: [q for q in qids if not plan.ranked.get(q)],
+        }
+        for split, qids in members.items()
+    }
+
+
 def num_shards(cfg: DatagenConfig, per_split: dict[str, int]) -> dict[str, int]:
     """Shards per split: `datagen.num_shards`, or one per EXAMPLES_PER_SHARD examples."""
     return {

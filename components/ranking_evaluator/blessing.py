@@ -14,6 +14,18 @@ class Decision:
     checks: list[str] = field(default_factory=list)
 
 
+def _on_fewer(comparisons: dict[str, dict], reference: str) -> str:
+    """The check's note where the baseline is compared on fewer queries than the candidate is
+    measured on (it trained or chose on the others: baseline.py); "" otherwise."""
+    if reference != "baseline" or "first_stage" not in comparisons:
+        return ""
+    n = next(iter(comparisons[reference].values()), {}).get("n")
+    total = next(iter(comparisons["first_stage"].values()), {}).get("n")
+    if n is None or total is None or n >= total:
+        return ""
+    return f" on the {n} of {total} queries it neither trained nor chose on"
+
+
 def decide(
     aggregates: dict[str, float],
     comparisons: dict[str, dict],
@@ -48,7 +60,8 @@ def decide(
         stats = comparisons[reference][main]
         delta = stats["mean_delta"]
         label = reference.replace("_", " ")
-        line = f"{main} change vs {label} = {delta:+.4f} (need >= {threshold:+.4f})"
+        line = f"{main} change vs {label} = {delta:+.4f}{_on_fewer(comparisons, reference)}"
+        line += f" (need >= {threshold:+.4f})"
         if delta < threshold:
             failed.append(f"{line}: too small")
         else:

@@ -28,8 +28,14 @@ def evaluate(
     started = time.time()
     inputs = read_inputs(request)
     scored = passes.score_parts(beam_executor, request, inputs)
-    fused = measuring.fuse(scored, inputs.first_stage, inputs.choice.served is not None)
-    measured = measuring.measure(fused, inputs.qrels, request.config)
+    fused = measuring.fuse(
+        scored, inputs.first_stage, inputs.choice.served is not None, inputs.without_candidates
+    )
+    # The served model is compared only on the evaluated queries held out from it, or not at
+    # all (its run dropped, the reason in choice.skipped) when too few are (baseline.py).
+    fused, choice = measuring.held_out_baseline(fused, inputs, request.config)
+    inputs = inputs._replace(choice=choice)
+    measured = measuring.measure(fused, inputs.qrels, request.config, choice.compare_on)
     verdict = measuring.decide(measured, request.config)
     outputs.write_runs(request, fused.runs)
     metrics = outputs.metrics_json(request, inputs, scored, fused, measured, verdict, started)

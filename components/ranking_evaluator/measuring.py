@@ -5,11 +5,13 @@ significance tests against the first stage and the baseline, and the blessing de
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from components.ranking_evaluator import blessing, report, significance
+from components.ranking_evaluator import baseline, blessing, report, significance
+from components.ranking_evaluator.baseline import BaselineChoice
 from components.ranking_evaluator.config import EvaluatorConfig
-from components.ranking_evaluator.inputs import Part
+from components.ranking_evaluator.inputs import EvalInputs, Part
 from components.ranking_evaluator.passes import Scoring
 from rankcore import fusion
 from rankcore.metrics import compute_metrics, mean_metrics
@@ -21,12 +23,16 @@ PerQuery = dict[str, dict[str, dict[str, float]]]  # system -> qid -> measure ->
 class Fused(NamedTuple):
     """The runs by system ("first_stage", "reranker" when the candidate carries fusion,
     "candidate", "baseline" when there is one, in that order), the fusions the report shows,
-    the split's queries and how many first-stage candidates had no example."""
+    the split's judged queries (those with examples and those without a candidate), how many
+    first-stage candidates had no example, each part's queries (with those without a
+    candidate) and the queries without a candidate (None: the examples record none)."""
 
     runs: dict[str, Run]
     fusions: dict[str, dict | None]
     split_qids: list[str]
     missing: int
+    part_qids: list[list[str]] | None = None
+    without_candidates: list[str] | None = None
 
 
 class Measured(NamedTuple):
@@ -64,15 +70,27 @@ def fusion_summary(part_fusions: list[dict | None]) -> dict | None:
     return summary
 
 
-def fuse(scored: Scoring, first_stage_all: Run, has_baseline: bool) -> Fused:
+def fuse(
+    scored: Scoring,
+    first_stage_all: Run,
+    has_baseline: bool,
+    without_candidates: list[list[str]] | None = None,
+) -> Fused:
     """Fusion with the first stage, as each model ranks when it carries fusion (its
     SavedModel's assets.extra/fusion.json; the rank_candidates signature computes the same):
     "candidate" and "baseline" are then the fused rankings, "reranker" the candidate's scores
-    alone. With folds, each fold's queries are fused with the alpha its own model carries."""
+    alone. With folds, each fold's queries are fused with the alpha its own model carries.
+
+    `without_candidates` (per part, inputs.without_candidates): the judged queries of each
+    part's split that have no first-stage candidate, so no example and no line in any run.
+    They are among the split's queries all the same: `measure` gives them, for every
+    system, the values trec_eval -c gives a judged query missing from the run."""
     raw = scored.raw
-    split_qids = sorted(raw["candidate"])
-    first_stage = {q: first_stage_all.get(q, {}) for q in split_qids}
-    missing = sum(len(set(first_stage[q]) - set(raw["candidate"][q])) for q in split_qids)
+    unranked = without_candidates or [[] for _ in scored.part_qids]
+    part_qids = [sorted({*qids, *none}) for qids, none in zip(scored.part_qids, unranked)]
+    split_qids = sorted({q for qids in part_qids for q in qids} | set(raw["candidate"]))
+    first_stage = {q: first_stage_all.get(q, {}) for q in sorted(raw["candidate"])}
+    missing = sum(len(set(first_stage[q]) - set(raw["candidate"][q])) for q in first_stage)
     if missing:
         logging.warning("%d first-stage candidates of the split have no example", missing)
     runs = {"first_stage": first_stage}
@@ -92,7 +110,34 @@ def fuse(scored: Scoring, first_stage_all: Run, has_baseline: bool) -> Fused:
             runs["baseline"] = fusion.fuse_run(
                 raw["baseline"], first_stage, fusions["baseline"]["alpha"]
             )
-    return Fused(runs, fusions, split_qids, missing)
+    none = None if without_candidates is None else sorted({q for qs in unranked for q in qs})
+    if none:
+        logging.warning("%s", no_candidate_note(len(none), len(split_qids)))
+    return Fused(runs, fusions, split_qids, missing, part_qids, none)
+
+
+def no_candidate_note(count: int, judged: int) -> str:
+    """The sentence metrics.json, the reports and the console give for the evaluated judged
+    queries the first stage returned nothing for."""
+    return (
+        f"{count} of {judged} judged queries had no candidate: they score 0 for every system, "
+        "as trec_eval -c counts them"
+    )
+
+
+def held_out_baseline(
+    fused: Fused, inputs: EvalInputs, config: EvaluatorConfig
+) -> tuple[Fused, BaselineChoice]:
+    """The baseline choice for the split's judged queries (baseline.for_queries): the served
+    model is compared only on those held out from it (`compare_on`), or, when too few are, not
+    at all: its run and fusion are dropped and the choice says why (`skipped`)."""
+    evaluated = [q for q in fused.split_qids if inputs.qrels.get(q)]
+    choice = baseline.for_queries(inputs.choice, evaluated, config.significance_level)
+    if choice.served is None and "baseline" in fused.runs:
+        runs = {name: run for name, run in fused.runs.items() if name != "baseline"}
+        fusions = {name: f for name, f in fused.fusions.items() if name != "baseline"}
+        fused = fused._replace(runs=runs, fusions=fusions)
+    return fused, choice
 
 
 def compare_reranker_alone(
@@ -116,12 +161,21 @@ def compare_reranker_alone(
     }
 
 
-def measure(fused: Fused, qrels: dict[str, dict[str, int]], config: EvaluatorConfig) -> Measured:
+def measure(
+    fused: Fused,
+    qrels: dict[str, dict[str, int]],
+    config: EvaluatorConfig,
+    compare_on: Sequence[str] | None = None,
+) -> Measured:
     """Every system's measures on the split's queries, and the paired tests (t-test and
     randomization, significance.py) of the candidate against the first stage and the baseline,
-    and of the reranker alone against the first stage (for the report, never for blessing)."""
+    and of the reranker alone against the first stage (for the report, never for blessing).
+    The baseline's figures and its test cover only `compare_on` (the queries held out from
+    it, held_out_baseline; None: all), paired with the candidate's on the same queries."""
     # Full judgments: relevant documents the first stage never retrieved count (recall,
-    # MAP, nDCG's ideal ranking), exactly as trec_eval run on the files would count them.
+    # MAP, nDCG's ideal ranking), exactly as trec_eval run on the files would count them;
+    # a judged query without a candidate is in no run and gets trec_eval -c's values
+    # (compute_metrics(complete=True)) in every system's table: a tie in every test.
     split_qrels = {q: qrels[q] for q in fused.split_qids if qrels.get(q)}
     measures = config.measures
     level = config.relevance_level
@@ -129,12 +183,13 @@ def measure(fused: Fused, qrels: dict[str, dict[str, int]], config: EvaluatorCon
         name: compute_metrics(split_qrels, run, measures, relevance_level=level, complete=True)
         for name, run in fused.runs.items()
     }
+    per_query = baseline.on_compared_queries(per_query, compare_on)
     aggregates = {name: mean_metrics(pq, measures) for name, pq in per_query.items()}
     metric_names = list(aggregates["candidate"])
     comparisons = {
         reference: significance.compare_per_query(
             per_query[reference],
-            per_query["candidate"],
+            baseline.paired(per_query["candidate"], per_query[reference]),
             metric_names,
             trials=config.randomization_trials,
             seed=config.seed,
@@ -170,13 +225,18 @@ def cross_validation(
     part_fusions: list[dict | None],
     per_query: PerQuery,
     main: str,
+    without_candidates: list[str] | None = None,
 ) -> dict[str, Any]:
-    """metrics.json's `cross_validation`: per fold, its queries, model, alpha (chosen on the
-    next fold's queries) and the main metric of each system on its queries."""
+    """metrics.json's `cross_validation`: per fold, its queries (those without a candidate
+    too, scored 0 by every system), model, alpha (chosen on the next fold's queries) and the
+    main metric of each system on its queries."""
     per_fold = []
+    none = set(without_candidates or ())
     for part, qids, fused in zip(parts, part_qids, part_fusions):
+        # The baseline's figures cover only the queries held out from it (measure).
         means = {
-            name: sum(pq[q][main] for q in qids if q in pq) / max(1, len(qids))
+            name: sum(pq[q][main] for q in qids if q in pq)
+            / max(1, sum(q in pq for q in qids) if name == "baseline" else len(qids))
             for name, pq in per_query.items()
         }
         per_fold.append(
@@ -184,6 +244,7 @@ def cross_validation(
                 "fold": part.fold,
                 "split": part.split,
                 "queries": len(qids),
+                "queries_without_candidates": sum(1 for q in qids if q in none),
                 "model": part.model_dir,
                 "alpha": fused["alpha"] if fused else None,
                 "feedback": (fused or {}).get("feedback"),

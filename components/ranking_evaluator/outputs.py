@@ -38,6 +38,13 @@ RUN_FILES = {
     "first_stage": "first_stage.run",
     "reranker": "reranker.run",  # the candidate without fusion (when it carries fusion)
 }
+# The warning when the qrels artifact has no record of the split's judged queries.
+NOT_RECORDED = (
+    f"the qrels artifact has no {folds.SPLIT_QUERIES_FILE} (RankingDataGen ran before it "
+    "recorded each split's judged queries): a judged query without a first-stage candidate, "
+    "if any, is left out of the evaluation; rerun RankingDataGen (runner.enable_cache: false) "
+    "to count it"
+)
 # metrics.json's `thresholds`: the config's blessing rules.
 THRESHOLDS = (
     "min_values",
@@ -109,13 +116,19 @@ def metrics_json(
         "num_judged_queries": len(measured.split_qrels),
         "candidates_scored": scored.n_scored,
         "first_stage_candidates_without_example": fused.missing,
+        "queries_without_candidates": without_candidates_entry(fused),
         "aggregate": measured.aggregates,
         "per_query": measured.per_query,
         "comparisons": measured.comparisons,
         "reranker_comparisons": measured.reranker_comparisons,
         "fusion": fused.fusions["candidate"],
         "cross_validation": measuring.cross_validation(
-            inputs.parts, scored.part_qids, scored.part_fusions, measured.per_query, main
+            inputs.parts,
+            fused.part_qids or scored.part_qids,
+            scored.part_fusions,
+            measured.per_query,
+            main,
+            fused.without_candidates,
         )
         if config.cross_validation.folds
         else None,
@@ -125,7 +138,8 @@ def metrics_json(
         # The served model not compared (another collection or vocabulary) is a warning
         # the report shows beside the small-sample one.
         "warnings": verdict.small_sample
-        + ([f"no baseline: {choice.skipped}"] if choice.skipped else []),
+        + ([f"no baseline: {choice.skipped}"] if choice.skipped else [])
+        + ([NOT_RECORDED] if fused.without_candidates is None else []),
         "checks": decision.checks,
         "thresholds": {key: getattr(config, key) for key in THRESHOLDS},
         "runs": {name: RUN_FILES[name] for name in fused.runs},
@@ -142,6 +156,23 @@ def metrics_json(
         "scoring_phases": scored.phases,
         "candidates_per_second": round(scored.n_scored * len(inputs.models) / scored.seconds, 1),
         "seconds": round(time.time() - started, 1),
+    }
+
+
+def without_candidates_entry(fused: measuring.Fused) -> dict[str, Any] | None:
+    """metrics.json's `queries_without_candidates`: how many of the evaluated judged queries
+    had no first-stage candidate (in every system's per-query table, scored as trec_eval -c
+    scores a query missing from the run), their qids and the sentence the reports and the
+    console print (`note`, None when there is none); None when the qrels artifact records no
+    split queries (NOT_RECORDED)."""
+    if fused.without_candidates is None:
+        return None
+    count, judged = len(fused.without_candidates), len(fused.split_qids)
+    return {
+        "count": count,
+        "judged": judged,
+        "qids": fused.without_candidates,
+        "note": measuring.no_candidate_note(count, judged) if count else None,
     }
 
 

@@ -59,6 +59,13 @@ def where(metrics: dict) -> str:
     return f"all queries, {folds}-fold cross-validated (each ranked by a model that never saw it)"
 
 
+def no_candidate_note(metrics: dict) -> str | None:
+    """The sentence on the evaluated judged queries that had no first-stage candidate
+    (metrics.json `queries_without_candidates`, measuring.no_candidate_note); None when every
+    one had candidates (or none was recorded: a warning says so)."""
+    return (metrics.get("queries_without_candidates") or {}).get("note")
+
+
 def fold_rows(metrics: dict) -> list[list[str]]:
     """Header + one row per fold (cross-validation): its queries, alpha and main metric per
     system; [] without cross-validation."""
@@ -67,12 +74,17 @@ def fold_rows(metrics: dict) -> list[list[str]]:
         return []
     main = metrics[MAIN_METRIC]
     systems = [s for s in SYSTEMS if s in cv["per_fold"][0][main]]
-    header = ["fold", "queries", "alpha", *(f"{system_label(metrics, s)} {main}" for s in systems)]
+    # Queries without a first-stage candidate (scored 0 by every system): a column only
+    # when some fold has one.
+    none = [fold.get("queries_without_candidates", 0) for fold in cv["per_fold"]]
+    header = ["fold", "queries", *(["no candidate"] if any(none) else []), "alpha"]
+    header += [f"{system_label(metrics, s)} {main}" for s in systems]
     rows = [header]
-    for fold in cv["per_fold"]:
+    for fold, n in zip(cv["per_fold"], none):
         alpha = "-" if fold["alpha"] is None else f"{fold['alpha']:.2f}"
         values = [f"{fold[main][s]:.4f}" for s in systems]
-        rows.append([str(fold["fold"]), str(fold["queries"]), alpha, *values])
+        counts = [str(fold["queries"]), *([str(n)] if any(none) else [])]
+        rows.append([str(fold["fold"]), *counts, alpha, *values])
     return rows
 
 
@@ -149,7 +161,10 @@ def per_query_deltas(metrics: dict, reference: str = "first_stage") -> list[tupl
     main = metrics[MAIN_METRIC]
     cand = metrics["per_query"]["candidate"]
     ref = metrics["per_query"][reference]
-    rows = [(q, ref[q][main], cand[q][main], cand[q][main] - ref[q][main]) for q in cand]
+    # The baseline has figures only on the queries held out from it (measuring.measure).
+    rows = [
+        (q, ref[q][main], cand[q][main], cand[q][main] - ref[q][main]) for q in cand if q in ref
+    ]
     return sorted(rows, key=lambda r: (r[3], r[0]))
 
 
@@ -329,6 +344,9 @@ def markdown(metrics: dict) -> str:
         f"{', against the baseline model' if 'baseline' in metrics['aggregate'] else ''}).",
         "",
     ]
+    note = no_candidate_note(metrics)
+    if note:
+        lines += [f"{note}.", ""]
     lines += [f"- failed: {r}" for r in metrics["reasons"]]
     lines += [f"- warning: {w}" for w in _warnings(metrics)]
     lines += [f"- passed: {r}" for r in metrics["checks"]]
@@ -409,6 +427,8 @@ def html(metrics: dict, figures: Sequence[tuple[str, str, str]] = ()) -> str:
         )
     folds = fold_rows(metrics)
     folds = f"<h2>Folds</h2>{_table(folds)}<p>{FOLDS_NOTE}</p>" if folds else ""
+    note = no_candidate_note(metrics)
+    note = f"<p>{html_lib.escape(note)}.</p>" if note else ""
     pictures = "".join(
         f"<h2>{html_lib.escape(title)}</h2><p>{html_lib.escape(caption)}</p>"
         f"<figure class='plot'>{svg}</figure>"
@@ -432,7 +452,7 @@ def html(metrics: dict, figures: Sequence[tuple[str, str, str]] = ()) -> str:
         "figure.plot svg{max-width:100%;height:auto}</style></head><body>"
         f"<h1>RankingEvaluator: <span class='{verdict.split()[0]}'>{verdict}</span></h1>"
         f"<p>{html_lib.escape(where(metrics))}: {metrics['num_queries']} queries, "
-        f"{metrics['candidates_scored']} candidates scored.</p>"
+        f"{metrics['candidates_scored']} candidates scored.</p>{note}"
         f"<ul>{''.join(items)}</ul><h2>Summary</h2>{_table(summary_rows(metrics))}"
         "<p>Δ is the system minus the reference, averaged over queries; W/T/L counts the "
         f"queries where the system wins, ties or loses. {html_lib.escape(fusion_note(metrics))}</p>"

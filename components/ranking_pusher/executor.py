@@ -33,10 +33,12 @@ from components.push_destination import (
     CARD_MD,
     METRICS_FILE,
     SAVED_MODEL_FILE,
+    TRAINED_QUERIES_FILE,
     existing_versions,
     version_path,
 )
 from components.ranking_pusher import model_card
+from rankcore import lineage
 from rankcore.constants import MODEL_DESCRIPTION_FILE, SUMMARY_JSON
 from rankcore.fusion import read_fusion
 
@@ -145,6 +147,36 @@ def _read_json(uri: str, name: str) -> Any:
         return json.load(f)
 
 
+def _evaluation(input_dict: Artifacts, model_uri: str) -> tuple[Any, str | None]:
+    """(metrics.json, its artifact's URI) of the evaluation input, (None, None) unwired. The
+    card must describe the evaluation of this model, not of another one."""
+    if not input_dict.get(EVALUATION_KEY):
+        return None, None
+    evaluation_uri = artifact_utils.get_single_uri(input_dict[EVALUATION_KEY])
+    evaluation = _read_json(evaluation_uri, METRICS_FILE)
+    if evaluation is not None and evaluation.get("model") not in (None, model_uri):
+        raise ValueError(
+            f"evaluation {evaluation_uri} is of model {evaluation['model']}, "
+            f"not of the model being pushed ({model_uri})"
+        )
+    return evaluation, evaluation_uri
+
+
+def _trained_queries(summary: Any, config: Any, evaluation: Any) -> dict[str, Any] | None:
+    """Which queries trained and chose the pushed model (rankcore/lineage.py): a later
+    evaluation compares it only on the others (components/ranking_evaluator/baseline.py).
+    None: neither the summary nor the evaluation says, and no later evaluation compares
+    with this model."""
+    queries = lineage.trained_queries(summary, config, evaluation)
+    if queries is None:
+        logging.warning(
+            "Neither the datagen summary nor the evaluation says which queries trained this "
+            "model: %s is not written, so a later run will not compare with it",
+            TRAINED_QUERIES_FILE,
+        )
+    return queries
+
+
 class Executor(pusher_executor.Executor):
     """Pushes blessed models to `<base_directory>/<version>/` with model_card.md/.json."""
 
@@ -172,16 +204,7 @@ class Executor(pusher_executor.Executor):
         ):
             raise NotImplementedError(f"unsupported versioning {fs.versioning}")
 
-        evaluation, evaluation_uri = None, None
-        if input_dict.get(EVALUATION_KEY):
-            evaluation_uri = artifact_utils.get_single_uri(input_dict[EVALUATION_KEY])
-            evaluation = _read_json(evaluation_uri, METRICS_FILE)
-            # The card must describe the evaluation of this model, not of another one.
-            if evaluation is not None and evaluation.get("model") not in (None, model.uri):
-                raise ValueError(
-                    f"evaluation {evaluation_uri} is of model {evaluation['model']}, "
-                    f"not of the model being pushed ({model.uri})"
-                )
+        evaluation, evaluation_uri = _evaluation(input_dict, model.uri)
         summary = None
         if input_dict.get(DATAGEN_SUMMARY_KEY):
             summary = _read_json(
@@ -189,6 +212,7 @@ class Executor(pusher_executor.Executor):
             )
         config = json.loads(exec_properties.get(MODEL_CARD_CONFIG_KEY) or "null")
         pushed_at = datetime.datetime.now(datetime.timezone.utc)
+        queries = _trained_queries(summary, config, evaluation)
 
         def card_files(version: str, path: str) -> dict[str, str]:
             card = model_card.build(
@@ -205,11 +229,12 @@ class Executor(pusher_executor.Executor):
                 model_description=_read_json(
                     path_utils.serving_model_path(model.uri), MODEL_DESCRIPTION_FILE
                 ),
+                trained_queries=queries,
             )
-            return {
-                CARD_JSON: json.dumps(card, indent=2),
-                CARD_MD: model_card.markdown(card),
-            }
+            files = {CARD_JSON: json.dumps(card, indent=2), CARD_MD: model_card.markdown(card)}
+            if queries is not None:
+                files[TRAINED_QUERIES_FILE] = json.dumps(queries)
+            return files
 
         already = find_pushed_version(fs.base_directory, model.uri)
         if already is not None:

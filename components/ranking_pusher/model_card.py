@@ -6,8 +6,8 @@ import datetime
 import json
 from typing import Any
 
-from components.push_destination import BLESSED, MAIN_METRIC
-from rankcore import feedback
+from components.push_destination import BLESSED, MAIN_METRIC, TRAINED_QUERIES_FILE
+from rankcore import feedback, lineage
 from rankcore.constants import RANK_SIGNATURE, SCORE_SIGNATURE, SERVING_SIGNATURE
 
 # The measures the card's table leads with (then the rest of the evaluation's measures).
@@ -39,11 +39,14 @@ def build(
     pushed_at: datetime.datetime | None = None,
     fusion: dict[str, Any] | None = None,
     model_description: list[str] | None = None,
+    trained_queries: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The card as a JSON-able dict (model_card.json); `markdown` renders it. `fusion`: the
     pushed SavedModel's own (with cross-validation the evaluation's is the fold models').
     `model_description`: the Markdown lines the Trainer's recipe wrote beside the SavedModel
-    (how it was trained, what it serves), printed as they are."""
+    (how it was trained, what it serves), printed as they are. `trained_queries`: the
+    queries it trained and chose on (rankcore/lineage.py trained_queries; the lists go to
+    their own file, the card keeps the counts and the rule)."""
     config = pipeline_config or {}
     pushed_at = pushed_at or datetime.datetime.now(datetime.timezone.utc)
     card: dict[str, Any] = {
@@ -62,44 +65,62 @@ def build(
         "fusion": fusion if fusion is not None else (evaluation or {}).get("fusion"),
         "model_description": list(model_description or []),
         "data": datagen_summary,
+        # How many queries trained and chose it, and which splits: a later evaluation compares
+        # it on the others only (the lists: push_destination.TRAINED_QUERIES_FILE). None: not
+        # known, and a later evaluation will not compare with it.
+        "trained_queries": _query_counts(trained_queries),
         "config": {key: config[key] for key in _CONFIG_SECTIONS if key in config},
         "evaluation": None,
     }
     if evaluation is not None:
-        card["evaluation"] = {
-            "uri": evaluation_uri,
-            "split": evaluation["split"],
-            # Per fold: queries, alpha, main metric (the fold models', not this model's).
-            "cross_validation": evaluation.get("cross_validation"),
-            "num_queries": evaluation["num_queries"],
-            "candidates_scored": evaluation["candidates_scored"],
-            MAIN_METRIC: evaluation[MAIN_METRIC],
-            BLESSED: evaluation[BLESSED],
-            "checks": evaluation["checks"],
-            "reasons": evaluation["reasons"],
-            "thresholds": evaluation.get("thresholds"),
-            "aggregate": evaluation["aggregate"],
-            "comparisons": {
-                ref: {
-                    m: {
-                        k: s[k]
-                        for k in (
-                            "mean_delta",
-                            "ttest_p",
-                            "randomization_p",
-                            "wins",
-                            "ties",
-                            "losses",
-                        )
-                    }
-                    for m, s in stats.items()
-                }
-                for ref, stats in evaluation["comparisons"].items()
-            },
-            "baseline_model": evaluation.get("baseline_model"),
-            "baseline_version": evaluation.get("baseline_version"),
-        }
+        card["evaluation"] = _evaluation_entry(evaluation, evaluation_uri)
     return card
+
+
+def _evaluation_entry(evaluation: dict[str, Any], evaluation_uri: str | None) -> dict[str, Any]:
+    """The card's `evaluation`: what the model passed, from the evaluator's metrics.json."""
+    return {
+        "uri": evaluation_uri,
+        "split": evaluation["split"],
+        # Per fold: queries, alpha, main metric (the fold models', not this model's).
+        "cross_validation": evaluation.get("cross_validation"),
+        "num_queries": evaluation["num_queries"],
+        "candidates_scored": evaluation["candidates_scored"],
+        MAIN_METRIC: evaluation[MAIN_METRIC],
+        BLESSED: evaluation[BLESSED],
+        "checks": evaluation["checks"],
+        "reasons": evaluation["reasons"],
+        "thresholds": evaluation.get("thresholds"),
+        "aggregate": evaluation["aggregate"],
+        "comparisons": {
+            ref: {
+                m: {
+                    k: s[k]
+                    for k in (
+                        "mean_delta",
+                        "ttest_p",
+                        "randomization_p",
+                        "wins",
+                        "ties",
+                        "losses",
+                    )
+                }
+                for m, s in stats.items()
+            }
+            for ref, stats in evaluation["comparisons"].items()
+        },
+        "baseline_model": evaluation.get("baseline_model"),
+        "baseline_version": evaluation.get("baseline_version"),
+    }
+
+
+def _query_counts(record: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The card's `trained_queries`: the record's counts (of the lists it has) and its rule,
+    without the lists."""
+    if record is None:
+        return None
+    counts = {key: len(record[key]) for key in lineage.QUERY_LISTS if key in record}
+    return {**counts, lineage.RULE: record[lineage.RULE], "file": TRAINED_QUERIES_FILE}
 
 
 def _fmt(value: Any) -> str:
@@ -194,6 +215,17 @@ def _data_section(card: dict[str, Any]) -> list[str]:
         ]
     if not data and not datagen:
         lines.append("- not recorded (the Pusher was given no datagen summary or config)")
+    queries = card.get("trained_queries")
+    if queries:
+        lines.append(
+            f"- queries it saw: {queries[lineage.RULE]} (the qids: `{queries['file']}`); a "
+            "later evaluation compares this model only on queries held out from it"
+        )
+    else:
+        lines.append(
+            "- the queries it trained on are not recorded: a later evaluation will not "
+            "compare with this model"
+        )
     return lines
 
 

@@ -35,8 +35,8 @@ class RankingTrainerSpec(standard_component_specs.TrainerSpec):
 
 
 class RankingTrainer(trainer_component.Trainer):
-    """`tfx.components.Trainer` (run_fn, examples, transform_graph, schema, train_args,
-    eval_args, custom_config) whose run_fn also gets the corpus vectors' URI in
+    """`tfx.components.Trainer` (run_fn, examples, transform_graph, schema, hyperparameters,
+    train_args, eval_args, custom_config) whose run_fn also gets the corpus vectors' URI in
     custom_config["corpus_vectors_uri"] when `corpus_vectors` is given."""
 
     SPEC_CLASS = RankingTrainerSpec
@@ -52,11 +52,13 @@ class RankingTrainer(trainer_component.Trainer):
         eval_args: trainer_pb2.EvalArgs | None = None,
         custom_config: dict[str, Any] | None = None,
         corpus_vectors: types.BaseChannel | None = None,
+        hyperparameters: types.BaseChannel | None = None,
     ):
         spec = RankingTrainerSpec(
             examples=examples,
             transform_graph=transform_graph,
             schema=schema,
+            hyperparameters=hyperparameters,
             train_args=train_args or trainer_pb2.TrainArgs(),
             eval_args=eval_args or trainer_pb2.EvalArgs(),
             run_fn=run_fn,

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from components.corpus_encoder.constants import DOCUMENTS_PROPERTY, ENCODERS_PROPERTY
-from components.ranking_evaluator.constants import BLESSED, MAIN_METRIC
+from components.ranking_evaluator.constants import BLESSED, MAIN_METRIC, METRICS_FILE
 from pipelines.mlmd_read import output_artifacts, prop
 from rankcore.constants import SUMMARY_JSON, TRAIN_RESULTS_FILE
 
@@ -74,12 +74,23 @@ def _trainer_figure(model_run: Any) -> str:
     )
 
 
+def evaluator_note(metrics: dict) -> str:
+    """What the evaluator's line adds from its metrics.json: how many evaluated judged queries
+    had no first-stage candidate (`queries_without_candidates`' note), "" when none had."""
+    note = (metrics.get("queries_without_candidates") or {}).get("note")
+    return f"; {note}" if note else ""
+
+
 def _evaluator_figure(evaluation: Any) -> str:
     main = prop(evaluation, MAIN_METRIC)
     verdict = "BLESSED" if prop(evaluation, BLESSED) == 1 else "NOT BLESSED"
+    try:
+        note = evaluator_note(_read_json(os.path.join(evaluation.uri, METRICS_FILE)))
+    except Exception:  # noqa: BLE001  (gfile's NotFoundError, bad JSON: the line stays)
+        note = ""
     return (
         f"{main} {prop(evaluation, f'candidate_{main}'):.4f} vs first stage "
-        f"{prop(evaluation, f'first_stage_{main}'):.4f}: {verdict}"
+        f"{prop(evaluation, f'first_stage_{main}'):.4f}: {verdict}{note}"
     )
 
 
@@ -96,10 +107,25 @@ def corpus_encoder_figure(vectors: Any) -> str:
     return f"{documents:,} documents x {encoders} encoder{'s' if encoders != 1 else ''}"
 
 
+def tuner_figure(best: dict) -> str:
+    """ "chose train_steps 120, learning_rate 5e-05: dev_ndcg_cut_10 0.5476 (best of 4 trials)"
+    from the Tuner's best_hyperparameters.txt (trainer_module/tuning_config.py)."""
+    trials = best.get("rankpipe_trials") or []
+    values = ", ".join(f"{k} {v}" for k, v in (best.get("values") or {}).items())
+    score = trials[0].get("score") if trials else None
+    shown = f"{score:.4f}" if isinstance(score, (int, float)) else "?"
+    objective = best.get("rankpipe_objective", "dev")
+    return f"chose {values}: {objective} {shown} (best of {len(trials)} trials)"
+
+
 CORPUS_ENCODER = KeyFigure("rankpipe.CorpusVectors", corpus_encoder_figure)
 DATAGEN = KeyFigure(
     "rankpipe.DatagenSummary",
     lambda summary: datagen_figure(_read_json(os.path.join(summary.uri, SUMMARY_JSON))),
+)
+TUNER = KeyFigure(
+    "HyperParameters",
+    lambda best: tuner_figure(_read_json(os.path.join(best.uri, "best_hyperparameters.txt"))),
 )
 TRAINER = KeyFigure("ModelRun", _trainer_figure)
 EVALUATOR = KeyFigure("ModelEvaluation", _evaluator_figure)

@@ -299,3 +299,15 @@ def test_datagen_figure_names_what_hybrid_candidates_added() -> None:
     assert datagen_figure(summary).endswith(
         "; hybrid +13,062 dense candidates, judged relevant in candidates 1,041 -> 1,279 of 1,612"
     )
+
+
+def test_evaluator_figure_says_how_many_judged_queries_had_no_candidate() -> None:
+    from pipelines.console.figures import evaluator_note
+
+    note = "2 of 323 judged queries had no candidate: they score 0 for every system, as ..."
+    entry = {"count": 2, "judged": 323, "qids": ["a", "b"], "note": note}
+    assert evaluator_note({"queries_without_candidates": entry}) == f"; {note}"
+    none = {"count": 0, "judged": 225, "qids": [], "note": None}
+    assert evaluator_note({"queries_without_candidates": none}) == ""  # Cranfield's line
+    assert evaluator_note({"queries_without_candidates": None}) == ""  # not recorded
+    assert evaluator_note({}) == ""  # a metrics.json from before the key

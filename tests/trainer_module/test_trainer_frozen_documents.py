@@ -262,8 +262,25 @@ def test_frozen_documents_refuse_sampled_groups_and_other_settings(
         )
     with pytest.raises(ValueError, match="needs model=dual_encoder and loss=listwise_softmax"):
         _config(bert_checkpoint, loss="pairwise_hinge")
-    with pytest.raises(ValueError, match="frozen_documents trains the query encoder"):
-        _config(bert_checkpoint, train_steps=0)
+
+
+def test_zero_shot_is_the_same_frozen_model_at_step_0(
+    frozen, bert_checkpoint, lists_examples_dir, transform_graph, tmp_path
+):
+    """train_steps 0 of the frozen-documents recipe: the same dual encoder with its frozen
+    document tower, no step run, its query vectors the checkpoint's (the baseline training is
+    measured against, and the Tuner's `train_steps: 0`)."""
+    cfg = _config(bert_checkpoint, train_steps=0)
+    controller = trainer_testdata.make_controller(
+        cfg, lists_examples_dir, transform_graph, str(tmp_path)
+    )
+    assert controller.train().steps == 0
+    _, before = frozen
+    now = {n: v.numpy() for n, (v, _) in controller.model.checkpoint_variables().items()}
+    assert now.keys() == before.keys()
+    for name, value in now.items():
+        np.testing.assert_array_equal(value, before[name])
+    assert recipe_for(cfg).document_tower(trainer_testdata.MAX_D, "float32") is not None
 
 
 # ------------------------------------------------------------------------------------------

@@ -40,12 +40,6 @@ class FrozenDocuments(Recipe):
             "frozen_documents needs model=dual_encoder and loss=listwise_softmax (it scores "
             f"each train query's whole candidate list), got model={cfg.model}, loss={cfg.loss}",
         )
-        require(
-            cfg.train_steps >= 1,
-            "recipe.type",
-            "frozen_documents trains the query encoder, and train_steps is 0 (zero-shot): "
-            "remove recipe.type (sampled_groups) for the checkpoint as it is",
-        )
 
     def checkpoint_dirs(self) -> dict[str, str]:
         companion = self.cfg.recipe.frozen_documents.companion_checkpoint_dir

@@ -1,6 +1,9 @@
 """zero_shot: a pretrained model exported as it is (train_steps 0): no step runs, the dev
 split validates it and tunes the fusion. Chosen by train_steps 0 (or TrainArgs num_steps 0),
-whatever recipe.type says; the configured recipe still names the inputs it would train on."""
+whatever recipe.type says. The configured recipe still builds the model, its frozen document
+tower (with a companion encoder) and the inputs it would train on, so zero-shot of a
+frozen-documents config is the same model at step 0: the baseline that training is measured
+against, and one value of `train_steps` for the Tuner (trainer_module/tuning.py)."""
 
 from __future__ import annotations
 
@@ -8,12 +11,13 @@ from typing import TYPE_CHECKING
 
 from trainer_module.config_rules import require
 from trainer_module.models.registry import PRETRAINED_MODEL_NAMES
-from trainer_module.recipes.base import Recipe
+from trainer_module.recipes.base import DocCache, Recipe
 
 if TYPE_CHECKING:
     import tensorflow as tf
     import tf_keras as keras
 
+    from rankcore.corpus_vectors import DocumentTower
     from trainer_module.config import TrainerConfig
 
 
@@ -37,7 +41,25 @@ class ZeroShot(Recipe):
         )
 
     def describe(self) -> list[str]:
-        return [f"recipe `{self.name}`: the pretrained checkpoint as it is (no training)"]
+        # The configured recipe's lines after its first (which says how it trains).
+        extra = self.configured.describe()[1:]
+        return [f"recipe `{self.name}`: the pretrained checkpoint as it is (no training)", *extra]
+
+    def checkpoint_dirs(self) -> dict[str, str]:
+        return self.configured.checkpoint_dirs()
+
+    def build_model(
+        self, vocab_size: int, max_query_length: int, max_doc_length: int, vocab: list[str] | None
+    ) -> keras.Model:
+        return self.configured.build_model(vocab_size, max_query_length, max_doc_length, vocab)
+
+    def document_tower(
+        self, max_doc_length: int, precision: str | None = None
+    ) -> DocumentTower | None:
+        return self.configured.document_tower(max_doc_length, precision)
+
+    def document_cache(self) -> DocCache | None:
+        return self.configured.document_cache()
 
     def build_inputs(self, strategy, file_patterns, lengths, embed_doc=None, doc_cache=None):
         return self.configured.build_inputs(strategy, file_patterns, lengths, embed_doc, doc_cache)

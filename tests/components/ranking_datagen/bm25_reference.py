@@ -32,27 +32,42 @@ Documents = Iterable[tuple[str, str]]  # (docid, text)
 Run = dict[str, dict[str, float]]  # qid -> {docid: score}
 
 
-def bm25_run(documents: Documents, queries: dict[str, str], depth: int, k1: float, b: float) -> Run:
-    """BM25 top-`depth` per query with bm25s (Lucene variant, English stopwords), over one
-    in-memory index of all `documents`.
+def bm25_run(
+    documents: Documents,
+    queries: dict[str, str],
+    depth: int,
+    k1: float,
+    b: float,
+    stemmer: str = "none",
+) -> Run:
+    """BM25 top-`depth` per query with bm25s (Lucene variant, English stopwords, PyStemmer's
+    `stemmer` unless none), over one in-memory index of all `documents`: bm25s's own
+    tokenize-with-stemmer, index and retrieve, as its README shows them.
 
     The reference for the sharded BM25 the pipeline runs (`sharded_bm25_run`, and the Beam
     steps in beam_transforms.py); tests and the datagen benchmark's single-process reference
     use it. Among documents tied at the cut bm25s keeps an arbitrary subset.
     """
     import bm25s
+    import Stemmer
 
+    stem = None if stemmer == "none" else Stemmer.Stemmer(stemmer)
     start = time.time()
     docids, texts = [], []
     for docid, text in documents:
         docids.append(docid)
         texts.append(text)
     retriever = bm25s.BM25(k1=k1, b=b, method="lucene")
-    retriever.index(bm25s.tokenize(texts, stopwords="en", show_progress=False), show_progress=False)
+    retriever.index(
+        bm25s.tokenize(texts, stopwords="en", stemmer=stem, show_progress=False),
+        show_progress=False,
+    )
     qids = sorted(queries)
     k = min(depth, len(docids))
     results, scores = retriever.retrieve(
-        bm25s.tokenize([queries[q] for q in qids], stopwords="en", show_progress=False),
+        bm25s.tokenize(
+            [queries[q] for q in qids], stopwords="en", stemmer=stem, show_progress=False
+        ),
         k=k,
         show_progress=False,
         n_threads=0,
@@ -74,15 +89,24 @@ def bm25_run(documents: Documents, queries: dict[str, str], depth: int, k1: floa
 
 
 def sharded_bm25_run(
-    documents: Documents, queries: dict[str, str], depth: int, k1: float, b: float, shard_size: int
+    documents: Documents,
+    queries: dict[str, str],
+    depth: int,
+    k1: float,
+    b: float,
+    shard_size: int,
+    stemmer: str = "none",
 ) -> Run:
     """The sharded BM25 of the pipeline in one process, shards of `shard_size` documents in
     order: the same result as `bm25_run` (exact scores), with ties at the cut kept by docid
     descending. Returns qid -> {docid: score} for every query (empty when nothing matches)."""
     docs = list(documents)
-    tokens = query_tokens(queries)
+    tokens = query_tokens(queries, stemmer)
     terms = {t for ts in tokens.values() for t in ts}
-    shards = [index_shard(docs[i : i + shard_size], terms) for i in range(0, len(docs), shard_size)]
+    shards = [
+        index_shard(docs[i : i + shard_size], terms, stemmer)
+        for i in range(0, len(docs), shard_size)
+    ]
     stats = EMPTY_STATISTICS
     for shard in shards:
         stats = stats.merge(shard_statistics(shard))

@@ -168,3 +168,25 @@ def test_datagen_with_hybrid_candidates(tmp_path: Path, checkpoint: str) -> None
         n = len(first[qid])
         kept = [docs[d] for d, _, _ in union[qid][:n]]
         assert all(docs[d] < min(kept) for d, _, _ in union[qid][n:])
+
+
+def test_hybrid_gives_a_query_bm25_missed_its_dense_candidates(
+    tmp_path: Path, checkpoint: str
+) -> None:
+    """A judged test query whose words no document has gets no BM25 candidate; with hybrid
+    retrieval it gets its dense top k, so it is ranked like any other and none is recorded
+    without candidates (planner.split_queries)."""
+    from test_planner import NO_MATCH, split_queries, tiny_with_unmatched_query
+
+    tiny = tiny_with_unmatched_query()
+    paths = tiny.write_tsv(tmp_path / "data")
+    hybrid = {"checkpoint_dir": checkpoint, "depth": 3, "batch_size": 4}
+    out = run_executor(tmp_path / "hybrid", *tiny_configs(paths, candidates_depth=3, hybrid=hybrid))
+    qid = NO_MATCH[0]
+    ranked = [(docid, float(score)) for q, _, docid, _, score, _ in out.run_lines() if q == qid]
+    assert len(ranked) == 3 and all(s == dense.NO_FIRST_STAGE_SCORE for _, s in ranked)
+    assert {
+        feature(e, "docids")[0] for e in out.examples("test") if feature(e, "qid") == [qid]
+    } == {docid for docid, _ in ranked}
+    assert all(not entry["without_candidates"] for entry in split_queries(out).values())
+    assert out.summary["judged_queries_without_candidates_per_split"]["test"] == 0

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import tensorflow as tf
 import yaml
+from bm25_reference import sharded_bm25_run
 from datagen_testlib import (
     CRANFIELD_OVERRIDES,
     SPLITS,
@@ -27,6 +28,7 @@ from datagen_testlib import (
     cranfield_config,
     feature,
     leftover_files,
+    load_collection,
     named_config,
     run_executor,
     run_pipeline,
@@ -193,6 +195,28 @@ def test_cranfield_counts_and_artifacts(cranfield_bm25: Outputs, shared_data: Pa
     assert vocab[:5] == tokenization.RESERVED_TOKENS and 1000 < len(vocab) <= 8000
     md = Path(cranfield_bm25.uris["summary"], "summary.md").read_text()
     assert "| documents | 1400 |" in md
+
+
+def test_the_configured_stemmer_reaches_the_pipelines_bm25(
+    cranfield_bm25: Outputs, shared_data: Path
+) -> None:
+    """cranfield-knrm.yaml sets datagen.bm25.stemmer: porter: the first-stage run RankingDataGen
+    writes is the stemmed sharded BM25 (scores to 1e-6), not the unstemmed one."""
+    config = yaml.safe_load((CONFIG_DIR / "cranfield-knrm.yaml").read_text())
+    bm25 = config["datagen"]["bm25"]
+    assert bm25["stemmer"] == "porter"
+    docs, queries = load_collection(shared_data, "cranfield")
+    written: dict[str, dict[str, float]] = defaultdict(dict)
+    for qid, _, docid, _, score, _ in cranfield_bm25.run_lines():
+        written[qid][docid] = float(score)
+    for stemmer, same in (("porter", True), ("none", False)):
+        expected = sharded_bm25_run(docs, queries, 100, bm25["k1"], bm25["b"], 1024, stemmer)
+        equal = set(expected) == set(written) and all(
+            set(expected[q]) == set(written[q])
+            and all(abs(expected[q][d] - written[q][d]) <= 1e-6 for d in written[q])
+            for q in written
+        )
+        assert equal == same, stemmer
 
 
 def _kfold(summary: dict) -> dict[str, str]:

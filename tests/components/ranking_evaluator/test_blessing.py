@@ -78,6 +78,23 @@ def test_change_vs_baseline_fails_when_worse() -> None:
     assert d.checks == ["ndcg_cut_10 change vs first stage = +0.1000 (need >= +0.0000)"]
 
 
+def test_change_vs_baseline_says_when_it_is_on_fewer_queries() -> None:
+    """The served model is compared only on the queries held out from it (baseline.py): the
+    check says on how many, where that is fewer than the candidate is measured on."""
+    comparisons = {
+        "first_stage": {"ndcg_cut_10": dict(stats(0.1), n=225)},
+        "baseline": {"ndcg_cut_10": dict(stats(0.02), n=45)},
+    }
+    d = decide(AGG, comparisons, config(min_delta_vs_baseline=0.0))
+    assert d.checks == [
+        "ndcg_cut_10 change vs baseline = +0.0200 on the 45 of 225 queries it neither trained "
+        "nor chose on (need >= +0.0000)"
+    ]
+    comparisons["baseline"]["ndcg_cut_10"]["n"] = 225  # every query: nothing to say
+    d = decide(AGG, comparisons, config(min_delta_vs_baseline=0.0))
+    assert d.checks == ["ndcg_cut_10 change vs baseline = +0.0200 (need >= +0.0000)"]
+
+
 def test_required_significance() -> None:
     cfg = config(min_delta_vs_first_stage=0.0, require_significance=True)
     significant = decide(AGG, {"first_stage": {"ndcg_cut_10": stats(0.05, p=0.01)}}, cfg)

@@ -207,7 +207,11 @@ def test_executor_pushes_a_blessed_model_with_its_card(pusher_io: dict) -> None:
     assert card["data"] == {"collection": "cranfield", "documents": 1400, "queries": 225}
     assert card["config"] == {"trainer": {"model": "knrm", "train_steps": 7}}
     assert card["evaluation"]["aggregate"]["candidate"] == {"ndcg_cut_10": 0.6, "map": 0.3}
+    # No query list in its evaluation, no fold per query in the summary: which queries it saw
+    # is not known, and a later evaluation will not compare with it.
+    assert "trained_queries.json" not in files and card["trained_queries"] is None
     md = files["model_card.md"]
+    assert "- the queries it trained on are not recorded: a later evaluation will not " in md
     assert md.startswith(f"# Model card: p reranker, version {version}")
     assert "| ndcg_cut_10 | 0.5000 | 0.6000 | +0.1000 | 0.2500 | 1/1/0 |" in md
     assert "- passed: ndcg_cut_10 = 0.6000 (floor 0.2000)" in md
@@ -268,3 +272,40 @@ def test_card_without_evaluation_or_data_says_so() -> None:
     md = model_card.markdown(_bare_card())
     assert "- not recorded (the Pusher was given no evaluation)" in md
     assert "- not recorded (the Pusher was given no datagen summary or config)" in md
+
+
+def test_executor_records_the_queries_held_out_from_the_model(pusher_io: dict) -> None:
+    """Evaluated on its test split, the pushed model saw none of those queries: the Pusher
+    records them (trained_queries.json), so a later run compares it on them only."""
+    pusher_io["blessing"].set_int_custom_property("blessed", 1)
+    metrics = metrics_json(pusher_io["inputs"]["model"][0].uri)
+    metrics["per_query"] = {"candidate": {"q2": {}, "q1": {}}, "first_stage": {}}
+    pusher_io["evaluation"].write_text(json.dumps(metrics))
+    executor.Executor().Do(pusher_io["inputs"], pusher_io["outputs"], pusher_io["exec"])
+    files = tree(pusher_io["pushed"].get_string_custom_property("pushed_destination"))
+    rule = (
+        "its own evaluation held out the 'test' split's 2 judged queries; the 'train' split "
+        "trained it, the 'dev' split chose its checkpoint and fusion"
+    )
+    assert json.loads(files["trained_queries.json"]) == {"held_out": ["q1", "q2"], "rule": rule}
+    card = json.loads(files["model_card.json"])
+    assert card["trained_queries"] == {"held_out": 2, "rule": rule, "file": "trained_queries.json"}
+    assert f"- queries it saw: {rule} (the qids: `trained_queries.json`)" in files["model_card.md"]
+
+
+def test_executor_records_that_a_cross_validated_push_saw_every_query(pusher_io: dict) -> None:
+    """With cross-validation the pushed model trained on every fold but the dev fold and chose
+    on that one (its evaluation's figures are the fold models')."""
+    pusher_io["blessing"].set_int_custom_property("blessed", 1)
+    fold_of = {"q1": 0, "q2": 1, "q3": 2, "q4": 0}
+    summary = {"collection": "c", "cross_validation": {"folds": 3, "fold_of": fold_of}}
+    Path(pusher_io["inputs"]["datagen_summary"][0].uri, "summary.json").write_text(
+        json.dumps(summary)
+    )
+    config = {"datagen": {"split": {"dev_fold": 1}}, "runner": {"pipeline_name": "p"}}
+    pusher_io["exec"]["model_card_config"] = json.dumps(config)
+    executor.Executor().Do(pusher_io["inputs"], pusher_io["outputs"], pusher_io["exec"])
+    files = tree(pusher_io["pushed"].get_string_custom_property("pushed_destination"))
+    saved = json.loads(files["trained_queries.json"])
+    assert (saved["train"], saved["dev"], saved["held_out"]) == (["q1", "q3", "q4"], ["q2"], [])
+    assert json.loads(files["model_card.json"])["trained_queries"]["train"] == 3

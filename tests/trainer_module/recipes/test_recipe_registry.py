@@ -75,8 +75,10 @@ def test_frozen_documents_rules_are_its_own():
         _dual(recipe={"type": "frozen_documents"})  # the default loss, pairwise_hinge
     with pytest.raises(ValueError, match="needs model=dual_encoder and loss=listwise_softmax"):
         trainer_testdata.small_config(loss="listwise_softmax", recipe={"type": "frozen_documents"})
-    with pytest.raises(ValueError, match="frozen_documents trains the query encoder"):
-        _dual(loss="listwise_softmax", train_steps=0, recipe={"type": "frozen_documents"})
+    # At 0 steps it is zero-shot of the same model: the frozen tower (and companion) stay.
+    zero = _dual(loss="listwise_softmax", train_steps=0, recipe={"type": "frozen_documents"})
+    assert isinstance(recipe_for(zero), ZeroShot)
+    assert recipe_for(zero).document_tower(16, "float32") is not None
     with pytest.raises(ValueError, match="companion_weight must be in"):
         _frozen(companion_weight=1.0)
     assert (

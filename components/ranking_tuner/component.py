@@ -1,0 +1,65 @@
+"""RankingTuner: the standard TFX Tuner (same inputs, outputs, tuner_fn and exec properties)
+plus an optional `corpus_vectors` input, as RankingTrainer adds it to the Trainer (TFX's Tuner
+builds its TunerSpec inside __init__, so this class builds RankingTunerSpec with the same
+arguments)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tfx import types
+from tfx.components.tuner import component as tuner_component
+from tfx.dsl.components.base import base_component, executor_spec
+from tfx.proto import trainer_pb2
+from tfx.types import component_spec, standard_artifacts, standard_component_specs
+from tfx.utils import json_utils
+
+from components import artifacts
+from components.ranking_trainer.executor import CORPUS_VECTORS_KEY
+from components.ranking_tuner import executor
+
+
+class RankingTunerSpec(standard_component_specs.TunerSpec):
+    """TunerSpec with the optional corpus vectors input."""
+
+    INPUTS = {
+        **standard_component_specs.TunerSpec.INPUTS,
+        CORPUS_VECTORS_KEY: component_spec.ChannelParameter(
+            type=artifacts.CorpusVectors, optional=True
+        ),
+    }
+
+
+class RankingTuner(tuner_component.Tuner):
+    """`tfx.components.Tuner` (tuner_fn, examples, transform_graph, schema, train_args,
+    eval_args, custom_config) whose tuner_fn also gets the corpus vectors' URI in
+    custom_config["corpus_vectors_uri"] when `corpus_vectors` is given."""
+
+    SPEC_CLASS = RankingTunerSpec
+    EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(executor.Executor)
+
+    def __init__(
+        self,
+        examples: types.BaseChannel,
+        tuner_fn: str,
+        transform_graph: types.BaseChannel | None = None,
+        schema: types.BaseChannel | None = None,
+        train_args: trainer_pb2.TrainArgs | None = None,
+        eval_args: trainer_pb2.EvalArgs | None = None,
+        custom_config: dict[str, Any] | None = None,
+        corpus_vectors: types.BaseChannel | None = None,
+    ):
+        spec = RankingTunerSpec(
+            examples=examples,
+            schema=schema,
+            transform_graph=transform_graph,
+            tuner_fn=tuner_fn,
+            train_args=train_args or trainer_pb2.TrainArgs(),
+            eval_args=eval_args or trainer_pb2.EvalArgs(),
+            custom_config=json_utils.dumps(custom_config),
+            best_hyperparameters=types.Channel(type=standard_artifacts.HyperParameters),
+            tuner_results=types.Channel(type=standard_artifacts.TunerResults),
+            **({CORPUS_VECTORS_KEY: corpus_vectors} if corpus_vectors is not None else {}),
+        )
+        # TFX's Tuner.__init__ would build a TunerSpec; the base component takes ours.
+        base_component.BaseComponent.__init__(self, spec=spec)
