@@ -390,7 +390,11 @@ def load_config(
         config_checks.check_tuner,
     ]
     if check_inputs:
-        checks += [config_checks.check_input_paths, config_checks.check_worker_paths]
+        checks += [
+            config_checks.check_input_paths,
+            config_checks.check_tuner_paths,
+            config_checks.check_worker_paths,
+        ]
     for check in checks:
         try:
             check(config)

@@ -143,10 +143,24 @@ def _expand_space_paths(config: PipelineConfig) -> list[str]:
                 continue
             if "://" not in value and not os.path.isabs(value):
                 value = str((REPO_ROOT / value).resolve())
-            if "://" not in value and not os.path.exists(value):
-                problems.append(f"{where}: {value} does not exist")
             values[i] = value
     return problems
+
+
+def check_tuner_paths(config: PipelineConfig) -> None:
+    """The tuner space's local paths (a checkpoint to try) exist, as check_input_paths checks
+    the keys' own (and like it, only when the inputs are checked: a compile for the cluster
+    names paths of the image)."""
+    missing = [
+        f"{config.source}: tuner.space.{key}[{i}]: {value} does not exist"
+        for key, values in config.tuner.space.items()
+        if f"trainer.{key}".rpartition(".")[2]
+        in PATH_KEYS.get(f"trainer.{key}".rpartition(".")[0], ())
+        for i, value in enumerate(values)
+        if isinstance(value, str) and "://" not in value and not os.path.exists(value)
+    ]
+    if config.tuner.enabled and missing:
+        raise ConfigError(missing)
 
 
 def check_tuner(config: PipelineConfig) -> None:

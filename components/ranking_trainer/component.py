@@ -22,16 +22,21 @@ from components import artifacts
 from components.ranking_trainer import executor
 from components.ranking_trainer.executor import CORPUS_VECTORS_KEY
 
+# The input RankingTrainer (and components/ranking_tuner's RankingTuner) add to TFX's spec.
+CORPUS_VECTORS_INPUT = {
+    CORPUS_VECTORS_KEY: component_spec.ChannelParameter(type=artifacts.CorpusVectors, optional=True)
+}
+
+
+def corpus_vectors_arg(corpus_vectors: types.BaseChannel | None) -> dict[str, Any]:
+    """The spec's argument for the optional input: none when it is not wired."""
+    return {CORPUS_VECTORS_KEY: corpus_vectors} if corpus_vectors is not None else {}
+
 
 class RankingTrainerSpec(standard_component_specs.TrainerSpec):
     """TrainerSpec with the optional corpus vectors input."""
 
-    INPUTS = {
-        **standard_component_specs.TrainerSpec.INPUTS,
-        CORPUS_VECTORS_KEY: component_spec.ChannelParameter(
-            type=artifacts.CorpusVectors, optional=True
-        ),
-    }
+    INPUTS = {**standard_component_specs.TrainerSpec.INPUTS, **CORPUS_VECTORS_INPUT}
 
 
 class RankingTrainer(trainer_component.Trainer):
@@ -65,7 +70,7 @@ class RankingTrainer(trainer_component.Trainer):
             custom_config=json_utils.dumps(custom_config),
             model=types.Channel(type=standard_artifacts.Model),
             model_run=types.Channel(type=standard_artifacts.ModelRun),
-            **({CORPUS_VECTORS_KEY: corpus_vectors} if corpus_vectors is not None else {}),
+            **corpus_vectors_arg(corpus_vectors),
         )
         # TFX's Trainer.__init__ would build a TrainerSpec; the base component takes ours.
         base_component.BaseComponent.__init__(self, spec=spec)

@@ -11,23 +11,17 @@ from tfx import types
 from tfx.components.tuner import component as tuner_component
 from tfx.dsl.components.base import base_component, executor_spec
 from tfx.proto import trainer_pb2
-from tfx.types import component_spec, standard_artifacts, standard_component_specs
+from tfx.types import standard_artifacts, standard_component_specs
 from tfx.utils import json_utils
 
-from components import artifacts
-from components.ranking_trainer.executor import CORPUS_VECTORS_KEY
+from components.ranking_trainer.component import CORPUS_VECTORS_INPUT, corpus_vectors_arg
 from components.ranking_tuner import executor
 
 
 class RankingTunerSpec(standard_component_specs.TunerSpec):
     """TunerSpec with the optional corpus vectors input."""
 
-    INPUTS = {
-        **standard_component_specs.TunerSpec.INPUTS,
-        CORPUS_VECTORS_KEY: component_spec.ChannelParameter(
-            type=artifacts.CorpusVectors, optional=True
-        ),
-    }
+    INPUTS = {**standard_component_specs.TunerSpec.INPUTS, **CORPUS_VECTORS_INPUT}
 
 
 class RankingTuner(tuner_component.Tuner):
@@ -59,7 +53,7 @@ class RankingTuner(tuner_component.Tuner):
             custom_config=json_utils.dumps(custom_config),
             best_hyperparameters=types.Channel(type=standard_artifacts.HyperParameters),
             tuner_results=types.Channel(type=standard_artifacts.TunerResults),
-            **({CORPUS_VECTORS_KEY: corpus_vectors} if corpus_vectors is not None else {}),
+            **corpus_vectors_arg(corpus_vectors),
         )
         # TFX's Tuner.__init__ would build a TunerSpec; the base component takes ours.
         base_component.BaseComponent.__init__(self, spec=spec)

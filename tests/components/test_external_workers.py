@@ -357,7 +357,10 @@ def test_outputs_are_byte_identical_to_in_memory(runs: dict[str, Any], node: str
                 differ.append(f"{key}/{name}: {what}")
     print(f"{node}: {len(identical)} files identical, normalized: {normalized}")
     assert not differ, differ
-    assert identical
+    # StatisticsGen sums floats in the order its workers meet the examples: each of its files
+    # may differ in the last bits of its sums (normalized above), every other node has files
+    # identical byte for byte.
+    assert identical or (node == "StatisticsGen" and normalized)
 
 
 def test_the_work_ran_on_the_pool_and_left_nothing(runs: dict[str, Any]) -> None:

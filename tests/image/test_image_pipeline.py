@@ -96,8 +96,8 @@ def _run_in_image(
 
 
 def _check_run(result, pods: buildah_pods.BuildahPods, models: Path, destination: str) -> None:
-    # the demo (KNRM) reads no corpus vectors: no CorpusEncoder
-    assert set(result.tasks) == set(COMPONENT_IDS) - {"CorpusEncoder"}
+    # the demo (KNRM) reads no corpus vectors and has no Tuner: no CorpusEncoder, no Tuner
+    assert set(result.tasks) == set(COMPONENT_IDS) - {"CorpusEncoder", "Tuner"}
     assert all(task.returncode == 0 for task in result.tasks.values())
     # Every container task ran in a pod of its own, with the spec's own command and the
     # launcher's real local paths (no rebasing).

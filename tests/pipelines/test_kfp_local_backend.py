@@ -338,7 +338,8 @@ def test_input_artifacts_come_back_as_from_mlmd() -> None:
 
 # ---- the compiled demo pipeline, end to end -------------------------------------------------
 
-COMPONENTS = set(COMPONENT_IDS) - {"CorpusEncoder"}  # the demo (KNRM) reads no corpus vectors
+# The demo (KNRM) reads no corpus vectors and has no Tuner (tuner.max_trials 0).
+COMPONENTS = set(COMPONENT_IDS) - {"CorpusEncoder", "Tuner"}
 
 
 @pytest.fixture(scope="module")
@@ -493,12 +494,15 @@ def test_model_pushed_then_used_as_the_baseline(runs: dict) -> None:
     assert pushed["pushed"] == 1
     destination = pushed["pushed_destination"]
     assert Path(destination, "saved_model.pb").is_file()
-    # The third run compares against the model the first one pushed (the served one).
-    assert second["baseline_model"] == destination
-    assert second["aggregate"]["baseline"] == pytest.approx(
-        first["aggregate"]["candidate"], abs=1e-6
-    )
-    assert "baseline" in second["comparisons"]
+    # The third run finds the model the first one pushed (the served one) under the
+    # destination. It is a fair reference only on the queries held out from it: the demo's
+    # test split, 4 queries here, too few for the randomization test to ever give p < 0.05,
+    # so the verdict names it and says why it is not compared (components/ranking_evaluator/
+    # baseline.py; compared on enough held-out queries: tests/components/ranking_evaluator/
+    # test_baseline.py).
+    assert second["baseline_model"] is None and "baseline" not in second["comparisons"]
+    skipped = second["baseline_skipped"]
+    assert destination in skipped and "held out from it" in skipped and "too few" in skipped
 
 
 @pytest.mark.e2e

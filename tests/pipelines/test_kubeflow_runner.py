@@ -116,8 +116,11 @@ def test_yaml_is_a_pipeline_spec_the_kfp_client_accepts(compiled: Path) -> None:
     assert spec.schema_version == "2.1.0"  # the only version the KFP API server accepts
     assert spec.pipeline_info.name == "rankpipe-demo"
     assert spec.default_pipeline_root == "gs://bucket/rankpipe/root"
-    # Every component but the CorpusEncoder, which the demo (KNRM) does not need.
-    assert set(spec.root.dag.tasks) == set(kubeflow_runner.DISPLAY_NAMES) - {"CorpusEncoder"}
+    # Every component but the CorpusEncoder and the Tuner, which the demo does not have.
+    assert set(spec.root.dag.tasks) == set(kubeflow_runner.DISPLAY_NAMES) - {
+        "CorpusEncoder",
+        "Tuner",
+    }
     # No display names by default: KFP 2.0 - 2.5 record executions under taskInfo.name and look
     # producers up by task key, so the two must be equal there.
     assert all(key == task.task_info.name for key, task in spec.root.dag.tasks.items())
