@@ -168,7 +168,8 @@ def trainer_splits(w: Wiring) -> tuple[list[str], list[str]]:
 def _training_inputs(w: Wiring) -> dict[str, Any]:
     """What the Trainer and the Tuner of one branch both read: the examples of its train and
     dev splits only (never the evaluated split), the TransformGraph, the schema, the trainer
-    section and the corpus vectors."""
+    section, the corpus vectors and the qrels artifact, of which run_fn reads its dev splits'
+    judgments only (`dev_splits`: the dev metric counts every judgment, as the evaluator)."""
     from tfx import v1 as tfx
 
     config = w.config
@@ -183,7 +184,9 @@ def _training_inputs(w: Wiring) -> dict[str, Any]:
             "trainer": dataclasses.asdict(config.trainer),
             "max_query_length": config.datagen.max_query_length,
             "max_doc_length": config.datagen.max_doc_length,
+            "dev_splits": dev,
         },
+        "qrels": w.output("RankingDataGen", "qrels"),
         **_corpus_vectors(w),
     }
 

@@ -10,9 +10,10 @@ model that ranks it. The model that is pushed trains on every fold but the dev f
 (`datagen.split.dev_fold`) and picks its alpha there.
 
 RankingDataGen (components), the pipeline's wiring (pipelines) and the evaluator (components)
-all read these names, so they live in the layer every one of them imports. So does the record of
+all read these names, so they live in the layer every one of them imports. So do the record of
 each split's judged queries (`SPLIT_QUERIES_FILE`), which RankingDataGen writes for every split
-(train/dev/test or the fold splits) and the evaluator reads.
+(train/dev/test or the fold splits) and the evaluator reads, and each split's judgments
+(`split_qrels_file`), which the Trainer and the Tuner read for their dev splits.
 """
 
 from __future__ import annotations
@@ -32,6 +33,13 @@ MAX_FOLDS = 10  # the evaluator declares one optional model input per fold up to
 # counts a judged query missing from a run (0 for every system) instead of never seeing them.
 SPLIT_QUERIES_FILE = "split_queries.json"
 JUDGED, WITHOUT_CANDIDATES = "judged", "without_candidates"
+
+
+def split_qrels_file(split: str) -> str:
+    """Beside qrels.txt, each split's judgments (its judged queries' lines of qrels.txt): a
+    Trainer or Tuner reads its dev splits' file to count every judgment as the evaluator does
+    (trainer_module/validation.py split_judgments) without opening the evaluated split's."""
+    return f"qrels-{split}.txt"
 
 
 def split_name(fold: int, role: str) -> str:

@@ -316,6 +316,28 @@ MUTATIONS: tuple[Mutation, ...] = (
         ),
     ),
     Mutation(
+        name="served-score-not-trained",
+        promise="train_score: served trains on the score the model serves, with the companion's",
+        file="trainer_module/recipes/frozen_documents.py",
+        find='query = model.with_own(batch["query_vectors"], query)',
+        replace="query = query",
+        tests=(
+            "tests/trainer_module/test_trainer_frozen_documents.py::"
+            "test_train_score_served_trains_what_the_model_serves",
+        ),
+    ),
+    Mutation(
+        name="dev-metric-ignores-judgments",
+        promise="the dev metric (and so the Tuner) counts every judgment of the dev queries",
+        file="trainer_module/training.py",
+        find="return dev if self.dev_qrels is None else dev._replace(qrels=self.dev_qrels)",
+        replace="return dev",
+        tests=(
+            "tests/trainer_module/test_tuning.py::"
+            "test_the_dev_metric_counts_every_judgment_of_the_dev_split_only",
+        ),
+    ),
+    Mutation(
         name="mpnet-relative-bias-off",
         promise="an MPNet checkpoint embeds as transformers' MPNet does (relative-position bias)",
         file="rankcore/encoders/bert.py",

@@ -11,6 +11,10 @@ from typing import Any
 # absent or None without a CorpusEncoder): where those vectors are is no part of what is
 # trained, so it is left out of the fingerprint.
 CORPUS_VECTORS_URI = "corpus_vectors_uri"
+# The same for RankingDataGen's qrels artifact, whose dev splits' judgments the dev metric counts
+# (trainer_module/validation.py split_judgments), and the names of those dev splits.
+QRELS_URI, DEV_SPLITS = "qrels_uri", "dev_splits"
+_WHERE = (CORPUS_VECTORS_URI, QRELS_URI)
 
 
 def run_fingerprint(
@@ -21,7 +25,7 @@ def run_fingerprint(
         {
             "train_files": sorted(train_files),
             "transform_graph_path": transform_graph_path,
-            "custom_config": {k: v for k, v in custom_config.items() if k != CORPUS_VECTORS_URI},
+            "custom_config": {k: v for k, v in custom_config.items() if k not in _WHERE},
             "train_steps": train_steps,
         },
         sort_keys=True,

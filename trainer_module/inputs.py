@@ -205,19 +205,21 @@ def make_list_dataset(
     cfg: TrainerConfig,
     per_replica_batch: int,
     input_context: tf.distribute.InputContext | None = None,
+    extra: dict[str, np.ndarray] | None = None,
 ) -> tf.data.Dataset:
     """Infinite, seeded, shuffled batches of whole candidate lists for ONE replica: queries
     [Q, Lq] (padded ids), doc_vectors [Q, n, H], labels [Q, n], mask [Q, n] (False: padding),
-    one row per train query. Each epoch visits every query once in a new order. The elements
-    are gathered by index, so a checkpointed iterator holds indices, not vectors. A batch's
-    queries are cut to its longest one (`trim_query_padding`), or stay as wide as the longest
-    train query with static_shapes."""
+    and `extra`'s float arrays [Q, ...] under their names, one row per train query. Each
+    epoch visits every query once in a new order. The elements are gathered by index, so a
+    checkpointed iterator holds indices, not vectors. A batch's queries are cut to its longest
+    one (`trim_query_padding`), or stay as wide as the longest train query with static_shapes."""
     count = queries.shape[0]
     tensors = {
         "query": tf.constant(queries, tf.int64),
         "doc_vectors": tf.constant(doc_vectors, tf.float32),
         "labels": tf.constant(labels, tf.float32),
         "mask": tf.constant(mask, tf.bool),
+        **{name: tf.constant(array, tf.float32) for name, array in (extra or {}).items()},
     }
     ds = tf.data.Dataset.range(count)
     ds = ds.shuffle(count, seed=cfg.seed, reshuffle_each_iteration=True).repeat()

@@ -15,7 +15,13 @@ from rankcore import corpus_vectors, feedback, fusion
 from rankcore.corpus_vectors import DocumentTower
 from rankcore.encoders import hf_checkpoint
 from trainer_module import hardware, tuning_config, validation
-from trainer_module.checkpointing import CORPUS_VECTORS_URI, checkpoint_dir, run_fingerprint
+from trainer_module.checkpointing import (
+    CORPUS_VECTORS_URI,
+    DEV_SPLITS,
+    QRELS_URI,
+    checkpoint_dir,
+    run_fingerprint,
+)
 from trainer_module.config import TrainerConfig
 from trainer_module.export import export_serving_model
 from trainer_module.models.registry import PRETRAINED_MODEL_NAMES, offers_towers
@@ -204,6 +210,7 @@ def fit(
         model_run_dir,
         steps,
         doc_cache,
+        validation.split_judgments(custom.get(QRELS_URI), custom.get(DEV_SPLITS)),
     )
     seconds["setup"] = seconds.get("setup", 0.0) + time.monotonic() - start
     t0 = time.monotonic()
@@ -239,7 +246,8 @@ def run_fn(fn_args: Any) -> TrainResult:
     """Trains (resuming if a previous attempt was killed), validates and exports the best model.
 
     fn_args.custom_config = {"trainer": TrainerConfig dict, "max_query_length": int,
-    "max_doc_length": int, "corpus_vectors_uri": the CorpusEncoder's artifact or None}.
+    "max_doc_length": int, "corpus_vectors_uri": the CorpusEncoder's artifact or None,
+    "qrels_uri": RankingDataGen's qrels or None, "dev_splits": the dev splits' names}.
     fn_args.hyperparameters (the Tuner's best_hyperparameters, when the pipeline has a Tuner)
     set trainer keys over the config's (trainer_module/tuning.py); else fn_args.train_steps
     (TrainArgs.num_steps), when set, overrides trainer.train_steps.

@@ -52,6 +52,7 @@ class RankingTask:
         file_patterns: list[str],
         embed_doc: object | None = None,
         doc_cache: DocCache | None = None,
+        embed_query: object | None = None,
     ) -> tf.distribute.DistributedDataset:
         """Per-replica datasets; each replica gets batch_size / replicas groups per micro-batch
         (what a group is, the recipe says; `embed_doc` and `doc_cache` embed and keep the
@@ -63,7 +64,9 @@ class RankingTask:
                 f"{replicas} replicas"
             )
         lengths = (self.max_query_length, self.max_doc_length)
-        return self.recipe.build_inputs(strategy, file_patterns, lengths, embed_doc, doc_cache)
+        return self.recipe.build_inputs(
+            strategy, file_patterns, lengths, embed_doc, doc_cache, embed_query
+        )
 
     # -- computation ----------------------------------------------------------------------
     def forward(self, model: keras.Model, batch: dict, training: bool) -> dict[str, tf.Tensor]:

@@ -132,8 +132,10 @@ class Controller:
         model_run_dir: str,
         total_steps: int,
         doc_cache: DocCache | None = None,
+        dev_qrels: dict[str, dict[str, int]] | None = None,
     ):
         self.task = task
+        self.dev_qrels = dev_qrels  # validation.split_judgments (None: the examples' judged)
         self.cfg = task.cfg
         self.strategy = strategy
         self.eval_files = eval_files
@@ -160,6 +162,7 @@ class Controller:
             train_files,
             self._embed_fns["d"] if self._embed_fns else None,
             self.doc_cache,
+            self._embed_fns["q"] if self._embed_fns else None,
         )
         self.iterator = iter(self.dataset)
         # A plain tf.data iterator (default strategy) is checkpointed with its buffers; a
@@ -271,6 +274,10 @@ class Controller:
 
     def score_dev(self) -> validation.DevScores:
         """The model's scores of every dev candidate (with the qrels and first-stage scores)."""
+        dev = self._score_dev()
+        return dev if self.dev_qrels is None else dev._replace(qrels=self.dev_qrels)
+
+    def _score_dev(self) -> validation.DevScores:
         if self._embed_fns is not None:  # dual encoder: embed each distinct text once
             return validation.score_dev_embedded(
                 self._embed_fns,

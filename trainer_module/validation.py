@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import logging
+import os
+import tempfile
 from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
 import tensorflow as tf
 
+from rankcore import folds
 from rankcore.metrics import aggregate, compute_metrics
+from rankcore.metrics.readers import read_qrels
 from trainer_module import inputs
 
 TextKey = tuple[str, str]  # ("q", qid) or ("d", docid)
@@ -144,15 +149,49 @@ def score_dev_embedded(
     return out
 
 
+def split_judgments(
+    qrels_uri: str | None, dev_splits: list[str] | None
+) -> dict[str, dict[str, int]] | None:
+    """Every judgment of the dev splits' queries, from the per-split files of RankingDataGen's
+    qrels artifact (rankcore/folds.py split_qrels_file; no other split's file is opened), so
+    the dev metric counts what the evaluator counts: a relevant document the candidates miss
+    still counts in the ideal ranking, and a judged query without candidates scores 0. The
+    examples alone hold the judged candidates only: on NFCorpus BM25 scored 0.57 nDCG@10 over
+    them and 0.28 over every judgment. None without the artifact or its per-split files (one
+    written before them): the dev metric then reads the examples' judged candidates."""
+    if not qrels_uri or not dev_splits:
+        return None
+    judged: dict[str, dict[str, int]] = {}
+    for split in dev_splits:
+        path = os.path.join(qrels_uri, folds.split_qrels_file(split))
+        if not tf.io.gfile.exists(path):
+            logging.warning(
+                "%s is missing (qrels written before per-split judgments): the dev metric "
+                "counts the examples' judged candidates only",
+                path,
+            )
+            return None
+        with tempfile.TemporaryDirectory() as tmp:
+            local = path
+            if "://" in path:  # read_qrels opens local files only
+                local = os.path.join(tmp, os.path.basename(path))
+                tf.io.gfile.copy(path, local)
+            judged.update(read_qrels(local))
+    return judged
+
+
 def validation_metric(
     qrels: dict[str, dict[str, int]],
     run: dict[str, dict[str, float]],
     measure: str,
     relevance_level: int = 1,
 ) -> float:
-    """trec_eval's "all" value of `measure` (mean over the judged queries in the run), via the
-    evaluator's own metric code so validation and evaluation agree."""
-    per_query = compute_metrics(qrels, run, [measure], relevance_level=relevance_level)
+    """trec_eval's "all" value of `measure` (mean over the judged queries, a query the run lacks
+    counted as trec_eval -c counts it), via the evaluator's own metric code so validation and
+    evaluation agree."""
+    per_query = compute_metrics(
+        qrels, run, [measure], relevance_level=relevance_level, complete=True
+    )
     if not per_query:
         return 0.0  # no judged query was scored
     return float(aggregate(per_query)[measure])

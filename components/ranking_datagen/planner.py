@@ -290,12 +290,9 @@ def sample(
     return groups, queries_per_split, per_split
 
 
-def split_queries(plan: Plan, qrels: dict[str, dict[str, int]]) -> dict[str, dict]:
-    """Per split, in the examples' split order: how many judged queries it holds and which of
-    them have no first-stage candidate (rankcore/folds.py SPLIT_QUERIES_FILE). Such a query has
-    no example, so without this record the evaluator would never see it; with it, it scores 0
-    for every system, as trec_eval -c counts a judged query missing from the run. With
-    cross-validation a query is in both splits of its fold, as `sampling.by_fold` puts it."""
+def split_members(plan: Plan, qrels: dict[str, dict[str, int]]) -> dict[str, list[str]]:
+    """Each split's judged queries, in the examples' split order. With cross-validation a query
+    is in both splits of its fold, as `sampling.by_fold` puts it."""
     members: dict[str, list[str]] = {split: [] for split in plan.per_split}
     for qid in sorted(qrels):
         if plan.fold_of is not None:
@@ -304,6 +301,15 @@ def split_queries(plan: Plan, qrels: dict[str, dict[str, int]]) -> dict[str, dic
                     members[folds.split_name(plan.fold_of[qid], role)].append(qid)
         elif qid in plan.split_of:
             members[plan.split_of[qid]].append(qid)
+    return members
+
+
+def split_queries(plan: Plan, qrels: dict[str, dict[str, int]]) -> dict[str, dict]:
+    """Per split, in the examples' split order: how many judged queries it holds and which of
+    them have no first-stage candidate (rankcore/folds.py SPLIT_QUERIES_FILE). Such a query has
+    no example, so without this record the evaluator would never see it; with it, it scores 0
+    for every system, as trec_eval -c counts a judged query missing from the run."""
+    members = split_members(plan, qrels)
     return {
         split: {
             folds.JUDGED: len(qids),

@@ -1,5 +1,6 @@
 """RankingTrainer: the standard TFX Trainer (same inputs, outputs, run_fn and exec properties)
-plus an optional `corpus_vectors` input (rankpipe.CorpusVectors, the CorpusEncoder's output).
+plus two optional inputs: `corpus_vectors` (rankpipe.CorpusVectors, the CorpusEncoder's output)
+and `qrels` (RankingDataGen's judgments: the dev split's are what the dev metric counts).
 
 TFX's Trainer builds its TrainerSpec inside __init__, so a subclass cannot add an input by
 extending the spec alone: this class builds RankingTrainerSpec (TrainerSpec's parameters and
@@ -20,29 +21,36 @@ from tfx.utils import json_utils
 
 from components import artifacts
 from components.ranking_trainer import executor
-from components.ranking_trainer.executor import CORPUS_VECTORS_KEY
+from components.ranking_trainer.executor import CORPUS_VECTORS_KEY, QRELS_KEY
 
-# The input RankingTrainer (and components/ranking_tuner's RankingTuner) add to TFX's spec.
-CORPUS_VECTORS_INPUT = {
-    CORPUS_VECTORS_KEY: component_spec.ChannelParameter(type=artifacts.CorpusVectors, optional=True)
+# The inputs RankingTrainer (and components/ranking_tuner's RankingTuner) add to TFX's spec.
+EXTRA_INPUTS = {
+    CORPUS_VECTORS_KEY: component_spec.ChannelParameter(
+        type=artifacts.CorpusVectors, optional=True
+    ),
+    QRELS_KEY: component_spec.ChannelParameter(type=artifacts.Qrels, optional=True),
 }
 
 
-def corpus_vectors_arg(corpus_vectors: types.BaseChannel | None) -> dict[str, Any]:
-    """The spec's argument for the optional input: none when it is not wired."""
-    return {CORPUS_VECTORS_KEY: corpus_vectors} if corpus_vectors is not None else {}
+def extra_input_args(
+    corpus_vectors: types.BaseChannel | None, qrels: types.BaseChannel | None
+) -> dict[str, Any]:
+    """The spec's arguments for the optional inputs: those that are wired."""
+    given = {CORPUS_VECTORS_KEY: corpus_vectors, QRELS_KEY: qrels}
+    return {key: channel for key, channel in given.items() if channel is not None}
 
 
 class RankingTrainerSpec(standard_component_specs.TrainerSpec):
-    """TrainerSpec with the optional corpus vectors input."""
+    """TrainerSpec with the optional corpus vectors and qrels inputs."""
 
-    INPUTS = {**standard_component_specs.TrainerSpec.INPUTS, **CORPUS_VECTORS_INPUT}
+    INPUTS = {**standard_component_specs.TrainerSpec.INPUTS, **EXTRA_INPUTS}
 
 
 class RankingTrainer(trainer_component.Trainer):
     """`tfx.components.Trainer` (run_fn, examples, transform_graph, schema, hyperparameters,
     train_args, eval_args, custom_config) whose run_fn also gets the corpus vectors' URI in
-    custom_config["corpus_vectors_uri"] when `corpus_vectors` is given."""
+    custom_config["corpus_vectors_uri"] when `corpus_vectors` is given, and the qrels' in
+    custom_config["qrels_uri"] when `qrels` is."""
 
     SPEC_CLASS = RankingTrainerSpec
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(executor.Executor)
@@ -58,6 +66,7 @@ class RankingTrainer(trainer_component.Trainer):
         custom_config: dict[str, Any] | None = None,
         corpus_vectors: types.BaseChannel | None = None,
         hyperparameters: types.BaseChannel | None = None,
+        qrels: types.BaseChannel | None = None,
     ):
         spec = RankingTrainerSpec(
             examples=examples,
@@ -70,7 +79,7 @@ class RankingTrainer(trainer_component.Trainer):
             custom_config=json_utils.dumps(custom_config),
             model=types.Channel(type=standard_artifacts.Model),
             model_run=types.Channel(type=standard_artifacts.ModelRun),
-            **corpus_vectors_arg(corpus_vectors),
+            **extra_input_args(corpus_vectors, qrels),
         )
         # TFX's Trainer.__init__ would build a TrainerSpec; the base component takes ours.
         base_component.BaseComponent.__init__(self, spec=spec)

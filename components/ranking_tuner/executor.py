@@ -1,8 +1,9 @@
-"""The RankingTuner's executor: TFX's Tuner executor with the corpus vectors' URI in fn_args.
+"""The RankingTuner's executor: TFX's Tuner executor with the corpus vectors' and the
+judgments' URIs in fn_args.
 
 TFX's Tuner executor builds fn_args from the standard inputs only (as its Trainer does:
 components/ranking_trainer/executor.py) and writes best_hyperparameters from KerasTuner's
-config alone. This one adds the corpus vectors' URI to fn_args.custom_config, and writes the
+config alone. This one adds those URIs to fn_args.custom_config, and writes the
 search's own best_config (every trial's values and dev score beside KerasTuner's), which the
 Trainer's run_fn puts on the model card. It only marshals: the search is
 trainer_module/tuning.py.
@@ -21,12 +22,9 @@ from tfx.types import artifact_utils, standard_component_specs
 
 from components.executor_types import Artifacts
 from components.executor_types import ExecProperties as Props
-from components.ranking_trainer.executor import CORPUS_VECTORS_URI_KEY, corpus_vectors_uri
+from components.ranking_trainer.executor import extra_uris
+from components.ranking_tuner.constants import BEST_HYPERPARAMETERS_FILE, TUNER_RESULTS_FILE
 from rankcore.file_io import write_text_atomic
-
-# TFX's file names (tfx/components/tuner/executor.py), which its Trainer executor reads.
-BEST_HYPERPARAMETERS_FILE = "best_hyperparameters.txt"
-TUNER_RESULTS_FILE = "tuner_results.json"
 
 
 class Executor(base_executor.BaseExecutor):
@@ -36,9 +34,9 @@ class Executor(base_executor.BaseExecutor):
         if tuner_executor.get_tune_args(exec_properties):
             raise ValueError("RankingTuner: tune_args (parallel trials) is not supported")
         fn_args = fn_args_utils.get_common_fn_args(input_dict, exec_properties, self._get_tmp_dir())
-        uri = corpus_vectors_uri(input_dict)
-        if uri is not None:
-            fn_args.custom_config = {**(fn_args.custom_config or {}), CORPUS_VECTORS_URI_KEY: uri}
+        uris = extra_uris(input_dict)
+        if uris:
+            fn_args.custom_config = {**(fn_args.custom_config or {}), **uris}
         result = udf_utils.get_fn(exec_properties, "tuner_fn")(fn_args)
         result.tuner.search_space_summary()
         result.tuner.search(**result.fit_kwargs)

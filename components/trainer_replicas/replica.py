@@ -27,7 +27,7 @@ from tfx.types import artifact_utils
 
 from components.executor_types import Artifacts
 from components.executor_types import ExecProperties as Props
-from components.ranking_trainer.executor import CorpusVectorsFnArgs
+from components.ranking_trainer.executor import ExtraInputsFnArgs
 
 
 def replica_role(environ: dict[str, str] | None = None) -> tuple[str, int, bool]:
@@ -50,9 +50,9 @@ def scratch_uri(uri: str, kind: str, index: int) -> str:
     return f"{uri.rstrip('/')}.{kind}-{index}"
 
 
-class ReplicaExecutor(CorpusVectorsFnArgs):
+class ReplicaExecutor(ExtraInputsFnArgs):
     """TFX's Trainer GenericExecutor for one replica of several (its fn_args with the corpus
-    vectors' URI, components/ranking_trainer/executor.py).
+    vectors' and the qrels' URIs, components/ranking_trainer/executor.py).
 
     The chief runs it unchanged. Another replica writes into scratch outputs and skips TFX's
     check that the model exists after run_fn: its export is a collective's scratch copy that

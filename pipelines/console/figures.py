@@ -18,8 +18,10 @@ from typing import Any
 
 from components.corpus_encoder.constants import DOCUMENTS_PROPERTY, ENCODERS_PROPERTY
 from components.ranking_evaluator.constants import BLESSED, MAIN_METRIC, METRICS_FILE
+from components.ranking_tuner.constants import BEST_HYPERPARAMETERS_FILE
 from pipelines.mlmd_read import output_artifacts, prop
 from rankcore.constants import SUMMARY_JSON, TRAIN_RESULTS_FILE
+from trainer_module.tuning_config import chosen
 
 
 @dataclass(frozen=True)
@@ -110,12 +112,13 @@ def corpus_encoder_figure(vectors: Any) -> str:
 def tuner_figure(best: dict) -> str:
     """ "chose train_steps 120, learning_rate 5e-05: dev_ndcg_cut_10 0.5476 (best of 4 trials)"
     from the Tuner's best_hyperparameters.txt (trainer_module/tuning_config.py)."""
-    trials = best.get("rankpipe_trials") or []
-    values = ", ".join(f"{k} {v}" for k, v in (best.get("values") or {}).items())
-    score = trials[0].get("score") if trials else None
+    choice = chosen(best)
+    if choice is None:
+        return "chose nothing"
+    values = ", ".join(f"{k} {json.dumps(v)}" for k, v in choice.values.items())
+    score = choice.trials[0].get("score") if choice.trials else None
     shown = f"{score:.4f}" if isinstance(score, (int, float)) else "?"
-    objective = best.get("rankpipe_objective", "dev")
-    return f"chose {values}: {objective} {shown} (best of {len(trials)} trials)"
+    return f"chose {values}: {choice.objective} {shown} (best of {len(choice.trials)} trials)"
 
 
 CORPUS_ENCODER = KeyFigure("rankpipe.CorpusVectors", corpus_encoder_figure)
@@ -125,7 +128,7 @@ DATAGEN = KeyFigure(
 )
 TUNER = KeyFigure(
     "HyperParameters",
-    lambda best: tuner_figure(_read_json(os.path.join(best.uri, "best_hyperparameters.txt"))),
+    lambda best: tuner_figure(_read_json(os.path.join(best.uri, BEST_HYPERPARAMETERS_FILE))),
 )
 TRAINER = KeyFigure("ModelRun", _trainer_figure)
 EVALUATOR = KeyFigure("ModelEvaluation", _evaluator_figure)

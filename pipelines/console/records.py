@@ -10,7 +10,8 @@ would mean patching a TFX class for the whole process; the records are part of t
 1.16 runner (tfx/orchestration/local/local_dag_runner.py and
 tfx/orchestration/portable/launcher.py), cover cached and failed components alike, and a test
 (tests/pipelines/test_cli.py) fails if they stop appearing. The Trainer's progress comes from
-the structured `extra` field of its log line (trainer_module/training.py), not from its text.
+the structured `extra` field of its log line (trainer_module/training.py), not from its text, and
+so does the CorpusEncoder's (components/corpus_encoder/encode.py).
 """
 
 from __future__ import annotations
@@ -43,6 +44,33 @@ class Progress:
             f"{self.examples_per_sec:,.0f} ex/s  ETA {duration(self.eta_seconds)}"
         )
 
+    @property
+    def finished(self) -> bool:
+        return self.step >= self.total
+
+
+@dataclass
+class EncodeProgress:
+    """The CorpusEncoder's latest progress record, one encoder in one worker
+    (components/corpus_encoder/encode.py): a corpus takes minutes to embed (NFCorpus with MPNet:
+    about 18 on 2 cores), and the component's line alone would say "running" all that while."""
+
+    encoder: str  # the checkpoint directory's name
+    done: int
+    total: int
+    texts_per_sec: float
+    eta_seconds: float
+
+    def line(self) -> str:
+        return (
+            f"      CorpusEncoder {self.encoder} {self.done:,}/{self.total:,} texts  "
+            f"{self.texts_per_sec:,.1f} texts/s  ETA {duration(self.eta_seconds)}"
+        )
+
+    @property
+    def finished(self) -> bool:
+        return self.done >= self.total
+
 
 def duration(seconds: float) -> str:
     seconds = max(0, int(round(seconds)))
@@ -52,7 +80,7 @@ def duration(seconds: float) -> str:
 class Lines(Protocol):
     """What the records are turned into (pipelines/console/run_console.py RunConsole)."""
 
-    def progress(self, p: Progress) -> None: ...
+    def progress(self, p: Progress | EncodeProgress) -> None: ...
     def started(self, name: str) -> None: ...
     def finished(self, name: str) -> None: ...
     def skipped(self, name: str) -> None: ...
@@ -72,6 +100,10 @@ class _ConsoleHandler(logging.Handler):
             progress = getattr(record, "rankpipe_progress", None)
             if progress is not None:
                 self.console.progress(Progress(**progress))
+                return
+            encoding = getattr(record, "rankpipe_encode_progress", None)
+            if encoding is not None:
+                self.console.progress(EncodeProgress(**encoding))
                 return
             args = record.args if isinstance(record.args, tuple) else ()
             if len(args) != 1:

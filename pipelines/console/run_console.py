@@ -1,11 +1,11 @@
 """`rankpipe run`'s console: one line per component as it starts and as it ends (status,
-seconds, one key figure read from the artifacts it produced), the Trainer's progress (one
-updating line on a terminal, a plain line every PROGRESS_EVERY_S seconds otherwise), then the
-summary. The lines come from log records (records.py); everything else goes to the log file
-(capture.py); the figures are read from MLMD (figures.py). Where those records mark a safe place
-to stop (a component about to start, a new execution about to run, a Trainer progress record)
-the console calls `check`: pipelines/interrupts.py's guard raises there when a signal came
-whose exception was lost (docs/architecture.md, "Interrupts").
+seconds, one key figure read from the artifacts it produced), the Trainer's and the
+CorpusEncoder's progress (one updating line on a terminal, a plain line every PROGRESS_EVERY_S
+seconds otherwise), then the summary. The lines come from log records (records.py); everything
+else goes to the log file (capture.py); the figures are read from MLMD (figures.py). Where those
+records mark a safe place to stop (a component about to start, a new execution about to run, a
+Trainer progress record) the console calls `check`: pipelines/interrupts.py's guard raises there
+when a signal came whose exception was lost (docs/architecture.md, "Interrupts").
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from pipelines.console.capture import (
     take_over_logging,
 )
 from pipelines.console.figures import key_figure
-from pipelines.console.records import Progress, _ConsoleHandler
+from pipelines.console.records import EncodeProgress, Progress, _ConsoleHandler
 from pipelines.mlmd_read import open_readonly
 
 PROGRESS_EVERY_S = 20.0  # plain progress lines when stdout is not a terminal
@@ -164,10 +164,13 @@ class RunConsole:
             self.print(f"{self._prefix(node.index):>7} {node.name:<34} {status} {elapsed:>7.1f}s")
             return node.name
 
-    def progress(self, p: Progress) -> None:
-        self._check()  # the Trainer's loop, between steps
+    def progress(self, p: Progress | EncodeProgress) -> None:
+        if isinstance(p, Progress):
+            # The Trainer's loop, between steps (an encoder's record comes from a Beam worker
+            # thread, where raising would only lose the record).
+            self._check()
         if self.verbose:
-            return  # the Trainer's own log line is on the console already
+            return  # the component's own log line is on the console already
         with self._lock:
             if self.tty:
                 self.out.write("\r" + p.line() + "\x1b[K")
@@ -175,7 +178,7 @@ class RunConsole:
                 self._progress_shown = True
                 return
             now = time.time()
-            if now - self._last_progress >= PROGRESS_EVERY_S or p.step >= p.total:
+            if now - self._last_progress >= PROGRESS_EVERY_S or p.finished:
                 self._last_progress = now
                 print(p.line(), file=self.out, flush=True)
 

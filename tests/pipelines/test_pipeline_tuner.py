@@ -37,6 +37,12 @@ def test_each_tuner_reads_its_trainers_train_and_dev_splits_only(cross_validatio
         trainer = built["Trainer" if fold is None else folds.node_id("Trainer", fold)]
         read = _splits(tuner, "train_args") + _splits(tuner, "eval_args")
         assert read == _splits(trainer, "train_args") + _splits(trainer, "eval_args")
+        # The judgments it reads (the qrels artifact's per-split files): its dev splits' only.
+        for component in (tuner, trainer):
+            custom = json.loads(component.exec_properties["custom_config"])
+            assert custom["dev_splits"] == _splits(component, "eval_args"), component.id
+            assert component.inputs["qrels"].producer_component_id == "RankingDataGen"
+        read += custom["dev_splits"]
         # The evaluated queries: the test split, or the fold this branch's model ranks.
         evaluated = "test" if not cross_validation else folds.split_name(fold, folds.EVAL)
         assert evaluated not in read, (tuner.id, read)

@@ -328,6 +328,49 @@ def test_a_companion_leaves_training_as_it_was(frozen, with_companion):
     assert names and all(n.startswith("dual_encoder/encoder/") for n in names)
 
 
+def test_train_score_served_trains_what_the_model_serves(
+    with_companion, mpnet_companion, bert_checkpoint, lists_examples_dir, transform_graph, tmp_path
+):
+    """train_score: served scores each list as the model serves it, 0.7 * the trained tower's
+    cosine + 0.3 * the frozen companion's (its query part fixed before training), so training
+    differs from the own-cosine recipe's; without a companion the key is refused."""
+    directory, _ = mpnet_companion
+    cfg = _config(bert_checkpoint)
+    cfg.recipe.frozen_documents.companion_checkpoint_dir = directory
+    cfg.recipe.frozen_documents.companion_weight = 0.3
+    cfg.recipe.frozen_documents.train_score = "served"
+    controller = trainer_testdata.make_controller(
+        cfg, lists_examples_dir, transform_graph, str(tmp_path)
+    )
+    task, model = controller.task, controller.model
+    batch = next(iter(controller.dataset))
+    served_queries = model.embed_query(batch["query"]).numpy()
+    np.testing.assert_allclose(batch["query_vectors"].numpy(), served_queries, atol=1e-5)
+    scores = task.forward(model, batch, training=False)["scores"].numpy()
+    want = np.einsum("bh,bnh->bn", served_queries, batch["doc_vectors"].numpy())
+    mask = batch["mask"].numpy()
+    np.testing.assert_allclose(scores[mask], (want * cfg.in_batch_scale)[mask], atol=1e-3)
+    own = model.own_query(batch["query"]).numpy()
+    own_cosine = np.einsum("bh,bnh->bn", own, model.own_vectors(batch["doc_vectors"]).numpy())
+    assert not np.allclose(want[mask], own_cosine[mask], atol=1e-3)
+    controller.train()
+    served_loss = [h[1] for h in controller.history]
+    own_loss = [h[1] for h in with_companion.history]
+    assert len(served_loss) == STEPS and np.all(np.isfinite(served_loss))
+    assert not np.allclose(served_loss, own_loss, rtol=1e-3)
+    assert "the list loss trained on that served score" in task.recipe.describe()
+    with pytest.raises(ValueError, match="recipe.frozen_documents.train_score.*companion"):
+        _config(
+            bert_checkpoint,
+            recipe={"type": "frozen_documents", "frozen_documents": {"train_score": "served"}},
+        )
+    with pytest.raises(ValueError, match="did you mean served"):
+        _config(
+            bert_checkpoint,
+            recipe={"type": "frozen_documents", "frozen_documents": {"train_score": "serve"}},
+        )
+
+
 def test_served_vectors_append_the_companions_and_export_keeps_them(
     frozen, with_companion, mpnet_companion, bert_checkpoint, transform_graph, tmp_path
 ):

@@ -13,7 +13,8 @@ import pytest
 import trainer_testdata
 from tfx import v1 as tfx
 
-from trainer_module import tuning
+from rankcore import folds
+from trainer_module import tuning, validation
 from trainer_module.run_fn import run_fn
 from trainer_module.tuning_config import TRIALS_KEY, TunerConfig, chosen
 
@@ -85,6 +86,46 @@ def test_the_search_reads_no_split_but_train_and_dev(
     again = _search(_fn_args(str(copy), transform_graph, str(tmp_path / "work"), tuner))
     first = [(t["values"], t["score"]) for t in searched[0].trials()]
     assert [(t["values"], t["score"]) for t in again.trials()] == first
+
+
+def _write_qrels(path, qrels: dict) -> None:
+    lines = [f"{q} 0 {d} {g}\n" for q in sorted(qrels) for d, g in sorted(qrels[q].items())]
+    path.write_text("".join(lines))
+
+
+@pytest.mark.parametrize("outside", [False, True])
+def test_the_dev_metric_counts_every_judgment_of_the_dev_split_only(
+    searched, examples_dir, transform_graph, tmp_path, outside: bool
+) -> None:
+    """With RankingDataGen's per-split judgments (custom_config qrels_uri and dev_splits) a
+    trial is scored as the evaluator scores: the dev file holding just the judged candidates
+    gives the same scores as the examples alone; a relevant document outside the candidates
+    (in the ideal ranking, never ranked) lowers every trial's score. The test split's file,
+    garbage here, is never opened."""
+    judged = validation.read_candidates(
+        trainer_testdata.split_pattern(examples_dir, "dev"),
+        64,
+        trainer_testdata.MAX_Q,
+        trainer_testdata.MAX_D,
+    ).qrels
+    if outside:
+        judged = {q: {**docs, "no-candidate-doc": 1} for q, docs in judged.items()}
+    qrels_dir = tmp_path / "qrels"
+    qrels_dir.mkdir()
+    _write_qrels(qrels_dir / folds.split_qrels_file("dev"), judged)
+    (qrels_dir / folds.split_qrels_file("test")).write_text("not qrels: never to be read\n")
+    args = _fn_args(
+        examples_dir, transform_graph, str(tmp_path / "work"), {"max_trials": 3, "space": SPACE}
+    )
+    args.custom_config.update(qrels_uri=str(qrels_dir), dev_splits=["dev"])
+    again = {json.dumps(t["values"], sort_keys=True): t["score"] for t in _search(args).trials()}
+    first = {json.dumps(t["values"], sort_keys=True): t["score"] for t in searched[0].trials()}
+    assert again.keys() == first.keys()
+    for key, score in again.items():
+        if outside:
+            assert score < first[key] - 1e-3, key
+        else:
+            assert score == pytest.approx(first[key], abs=1e-9), key
 
 
 def test_the_trainer_trains_what_the_tuner_chose(searched, examples_dir, transform_graph, tmp_path):

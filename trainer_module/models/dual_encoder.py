@@ -113,6 +113,14 @@ class DualEncoder(EncoderModel):
         own = vectors[..., : self.arch.hidden_size]
         return own / math.sqrt(1.0 - self.companion_weight)
 
+    def with_own(self, served: tf.Tensor, own: tf.Tensor) -> tf.Tensor:
+        """Served vectors [B, H + H'] with their own part replaced by `own` [B, H] (the
+        companion's part kept): what the model serves once its own tower gives `own`."""
+        if self.companion_encoder is None:
+            return tf.cast(own, tf.float32)
+        own = math.sqrt(1.0 - self.companion_weight) * tf.cast(own, tf.float32)
+        return tf.concat([own, served[..., self.arch.hidden_size :]], axis=-1)
+
     def own_query(self, ids: tf.Tensor, training: bool = False) -> tf.Tensor:
         """The model's own query tower [B, H]: what training scores (no companion)."""
         return self._embed(self.encoder, ids, training)

@@ -87,9 +87,12 @@ class Recipe:
         lengths: tuple[int, int],
         embed_doc: object | None = None,
         doc_cache: DocCache | None = None,
+        embed_query: object | None = None,
     ) -> tf.distribute.DistributedDataset:
         """Per-replica datasets of the train split's groups, batch_size / replicas groups per
-        micro-batch. `lengths` = (max_query_length, max_doc_length)."""
+        micro-batch. `lengths` = (max_query_length, max_doc_length); a recipe with a frozen
+        document tower embeds its lists with `embed_doc` / `embed_query` (the model's towers
+        before training)."""
         from trainer_module import inputs
 
         cfg = self.cfg

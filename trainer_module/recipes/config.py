@@ -16,6 +16,8 @@ from trainer_module.recipes.registry import RECIPES
 # The recipes a config can choose, from the registry (zero_shot is no `type`: train_steps 0
 # runs it, trainer_module/recipes/zero_shot.py).
 RECIPE_TYPES = tuple(name for name, cls in RECIPES.items() if cls.configurable)
+# recipe.frozen_documents.train_score: what the list loss scores.
+TRAIN_SCORES = ("own", "served")
 
 
 @dataclass
@@ -31,12 +33,23 @@ class FrozenDocumentsConfig:
     companion_checkpoint_dir: str | None = None
     # The companion's share w of the cosine, in (0, 1): 0.5 averages the two cosines.
     companion_weight: float = 0.5
+    # What the list loss scores: `own`, the query tower's own cosine (the tower learns to rank
+    # alone); `served`, the score the model serves, (1 - w) * its cosine + w * the frozen
+    # companion's, so the tower learns what the companion misses (needs a companion).
+    train_score: str = "own"
 
     def __post_init__(self) -> None:
         require(
             0.0 < self.companion_weight < 1.0,
             "recipe.frozen_documents.companion_weight",
             "must be in (0, 1)",
+        )
+        choice(self.train_score, "recipe.frozen_documents.train_score", TRAIN_SCORES)
+        require(
+            self.train_score == "own" or bool(self.companion_checkpoint_dir),
+            "recipe.frozen_documents.train_score",
+            "served scores the model's cosine with its companion's: set "
+            "recipe.frozen_documents.companion_checkpoint_dir, or train_score: own",
         )
 
 

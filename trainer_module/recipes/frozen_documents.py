@@ -6,7 +6,9 @@ and with `recipe.frozen_documents.companion_checkpoint_dir` a second sentence en
 appended, trainer_module/models/dual_encoder.py), so each distinct document is embedded once:
 from the corpus-vectors artifact when the pipeline has a CorpusEncoder (run_fn prefills the
 cache, rankcore/corpus_vectors.py), else by the model. Each train query's whole candidate list
-(datagen.sampling.mode: lists) is scored at once, softmax over cosine * in_batch_scale.
+(datagen.sampling.mode: lists) is scored at once, softmax over cosine * in_batch_scale: the
+tower's own cosine, or with `train_score: served` the score the model serves (its cosine mixed
+with the frozen companion's), so the tower learns what the companion misses.
 """
 
 from __future__ import annotations
@@ -59,7 +61,14 @@ class FrozenDocuments(Recipe):
                 f"vector is the model's and the companion's concatenated, a score {1 - w:.2f} "
                 f"* the model's cosine + {w:.2f} * the companion's"
             )
+            trained = "that served score" if self.served else "the model's own cosine"
+            lines.append(f"the list loss trained on {trained}")
         return lines
+
+    @property
+    def served(self) -> bool:
+        """Whether the loss scores what the model serves (train_score: served)."""
+        return self.cfg.recipe.frozen_documents.train_score == "served"
 
     def build_model(
         self, vocab_size: int, max_query_length: int, max_doc_length: int, vocab: list[str] | None
@@ -117,9 +126,11 @@ class FrozenDocuments(Recipe):
         lengths: tuple[int, int],
         embed_doc: object | None = None,
         doc_cache: DocCache | None = None,
+        embed_query: object | None = None,
     ) -> tf.distribute.DistributedDataset:
         """Whole candidate lists, every document embedded once by `embed_doc` (the ones not
-        already in `doc_cache`, which keeps them)."""
+        already in `doc_cache`, which keeps them); with train_score: served, each train query's
+        served vector before training too (`embed_query`: its companion part stays fixed)."""
         from trainer_module import inputs
 
         group_size = inputs.peek_group_size(file_patterns)
@@ -130,12 +141,27 @@ class FrozenDocuments(Recipe):
                 f"the train split's groups hold {group_size} documents"
             )
         arrays = self.candidate_lists(file_patterns, lengths, embed_doc, doc_cache)
+        extra = {}
+        if self.served:
+            extra["query_vectors"] = self.query_vectors(arrays[0], embed_query)
         batch_size = self.cfg.batch_size
         return strategy.distribute_datasets_from_function(
             lambda ctx: inputs.make_list_dataset(
-                *arrays, self.cfg, ctx.get_per_replica_batch_size(batch_size), ctx
+                *arrays, self.cfg, ctx.get_per_replica_batch_size(batch_size), ctx, extra
             )
         )
+
+    def query_vectors(self, queries: np.ndarray, embed_query: object) -> np.ndarray:
+        """The served vectors [Q, H + H'] of the train queries' padded ids [Q, Lq]."""
+        import numpy as np
+
+        from trainer_module import validation
+
+        if embed_query is None:
+            raise ValueError("train_score: served needs the model's query tower (embed_query)")
+        texts = {("q", str(row)): [int(t) for t in ids if t] for row, ids in enumerate(queries)}
+        vectors = validation.embed_texts({"q": embed_query}, texts, self.cfg.eval_batch_size)
+        return np.stack([vectors[("q", str(row))] for row in range(len(queries))])
 
     def candidate_lists(
         self,
@@ -201,8 +227,13 @@ class FrozenDocuments(Recipe):
 
         query = tf.cast(model.own_query(batch["query"], training=training), tf.float32)
         # The lists hold the vectors the model serves (with a companion encoder's appended,
-        # trainer_module/models/dual_encoder.py); training scores its own tower's.
-        documents = model.own_vectors(batch["doc_vectors"])
+        # trainer_module/models/dual_encoder.py); training scores its own tower's, or with
+        # train_score: served the served query vector with this step's own part.
+        if self.served:
+            query = model.with_own(batch["query_vectors"], query)
+            documents = batch["doc_vectors"]
+        else:
+            documents = model.own_vectors(batch["doc_vectors"])
         cosine = tf.einsum("bh,bnh->bn", query, documents)
         padding = tf.constant(-1e9, tf.float32)
         return {"scores": tf.where(batch["mask"], cosine * self.cfg.in_batch_scale, padding)}

@@ -61,8 +61,12 @@ class ZeroShot(Recipe):
     def document_cache(self) -> DocCache | None:
         return self.configured.document_cache()
 
-    def build_inputs(self, strategy, file_patterns, lengths, embed_doc=None, doc_cache=None):
-        return self.configured.build_inputs(strategy, file_patterns, lengths, embed_doc, doc_cache)
+    def build_inputs(
+        self, strategy, file_patterns, lengths, embed_doc=None, doc_cache=None, embed_query=None
+    ):
+        return self.configured.build_inputs(
+            strategy, file_patterns, lengths, embed_doc, doc_cache, embed_query
+        )
 
     def forward(self, model: keras.Model, batch: dict, training: bool) -> dict[str, tf.Tensor]:
         return self.configured.forward(model, batch, training)

@@ -5,6 +5,7 @@ examples' document ids and SentenceEncoder.embed's vector."""
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from pathlib import Path
 
@@ -89,7 +90,7 @@ def _run(
 
 
 def test_vectors_and_ids_equal_the_encoder_and_the_examples_tokenization(
-    tmp_path: Path, checkpoint: str
+    tmp_path: Path, checkpoint: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     data = tmp_path / "data"
     data.mkdir()
@@ -99,7 +100,15 @@ def test_vectors_and_ids_equal_the_encoder_and_the_examples_tokenization(
     docs = DocumentsConfig(pattern, "beir_corpus", allow_empty_documents=True, batch_size=2)
     short, long_ = EncoderSpec(checkpoint, 6), EncoderSpec(checkpoint, 40)
     # The same encoder twice is encoded once.
-    out = _run(tmp_path, docs, [short, long_, EncoderSpec(checkpoint, 6)])
+    with caplog.at_level(logging.INFO):
+        out = _run(tmp_path, docs, [short, long_, EncoderSpec(checkpoint, 6)])
+    # Each encoder's progress reaches `rankpipe run`'s console as a structured record
+    # (pipelines/console/records.py EncodeProgress), its last one at every text.
+    progress = [
+        r.rankpipe_encode_progress for r in caplog.records if hasattr(r, "rankpipe_encode_progress")
+    ]
+    assert len(progress) >= 2 and {p["encoder"] for p in progress} == {Path(checkpoint).name}
+    assert sum(p["done"] == p["total"] == 5 for p in progress) == 2
 
     meta = corpus_vectors.read_meta(out.uri)
     assert [e.key for e in meta.encoders] == [short.key(), long_.key()]

@@ -1,7 +1,8 @@
 """planner.split_queries through the executor on the tiny collection: every split's judged
 queries and those the first stage returned nothing for are recorded beside qrels.txt
 (rankcore/folds.py SPLIT_QUERIES_FILE), so the evaluator counts them as trec_eval -c does,
-with train/dev/test and with cross-validation's fold splits."""
+with train/dev/test and with cross-validation's fold splits; and each split's judgments
+(folds.split_qrels_file), which a Trainer reads for its dev splits."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from datagen_testlib import Outputs, Tiny, run_executor, tiny_configs
 
 from components.ranking_datagen import splits
 from rankcore import folds
+from rankcore.metrics.readers import read_qrels
 
 # A test query (Tiny's split lists) whose words no document holds: BM25 returns nothing.
 NO_MATCH = ("q9", "zebra quokka")
@@ -44,6 +46,11 @@ def test_a_judged_query_without_candidates_is_recorded_in_its_split(tmp_path: Pa
         "dev": 0,
         "test": 1,
     }
+    # Each split's judgments: its own queries' lines of qrels.txt, the unmatched one included.
+    every = read_qrels(Path(out.uris["qrels"], "qrels.txt"))
+    for split, qids in tiny.split_lists.items():
+        own = read_qrels(Path(out.uris["qrels"], folds.split_qrels_file(split)))
+        assert own == {q: every[q] for q in qids if q in every}, split
 
 
 def test_with_cross_validation_each_fold_split_records_its_queries(tmp_path: Path) -> None:
@@ -64,3 +71,7 @@ def test_with_cross_validation_each_fold_split_records_its_queries(tmp_path: Pat
             assert entry[folds.JUDGED] == len(members)
             unmatched = [NO_MATCH[0]] if NO_MATCH[0] in members else []
             assert entry[folds.WITHOUT_CANDIDATES] == unmatched
+            own = read_qrels(
+                Path(out.uris["qrels"], folds.split_qrels_file(folds.split_name(fold, role)))
+            )
+            assert sorted(own) == members

@@ -14,13 +14,11 @@ from tfx.proto import trainer_pb2
 from tfx.types import standard_artifacts
 
 from components import artifacts
-from components.ranking_trainer.executor import CORPUS_VECTORS_URI_KEY
+from components.ranking_trainer.executor import CORPUS_VECTORS_URI_KEY, QRELS_URI_KEY
 from components.ranking_tuner.component import RankingTuner
-from components.ranking_tuner.executor import (
-    BEST_HYPERPARAMETERS_FILE,
-    TUNER_RESULTS_FILE,
-    Executor,
-)
+from components.ranking_tuner.constants import BEST_HYPERPARAMETERS_FILE, TUNER_RESULTS_FILE
+from components.ranking_tuner.executor import Executor
+from pipelines.console import figures
 from trainer_module import tuning
 from trainer_module.tuning_config import TRIALS_KEY, TunerConfig
 
@@ -48,13 +46,22 @@ def record_tuner_fn(fn_args):  # noqa: ANN001, ANN201  (TFX's FnArgs -> TunerFnR
 def test_the_executor_hands_the_vectors_and_writes_the_choice(
     tmp_path: Path, with_vectors: bool
 ) -> None:
+    """The corpus vectors' and the qrels' URIs reach the search (when wired); the choice and
+    every trial are written where TFX's Trainer and the console read them."""
     component = RankingTuner(
         examples=types.Channel(type=standard_artifacts.Examples),
         tuner_fn=f"{__name__}.record_tuner_fn",
         train_args=trainer_pb2.TrainArgs(splits=["train"]),
         eval_args=trainer_pb2.EvalArgs(splits=["dev"]),
         custom_config={"trainer": {}, "tuner": {"max_trials": 3, "space": {"train_steps": [5, 9]}}},
-        **({"corpus_vectors": types.Channel(type=artifacts.CorpusVectors)} if with_vectors else {}),
+        **(
+            {
+                "corpus_vectors": types.Channel(type=artifacts.CorpusVectors),
+                "qrels": types.Channel(type=artifacts.Qrels),
+            }
+            if with_vectors
+            else {}
+        ),
     )
     examples = standard_artifacts.Examples()
     examples.uri = str(tmp_path / "examples")
@@ -64,6 +71,9 @@ def test_the_executor_hands_the_vectors_and_writes_the_choice(
         vectors = artifacts.CorpusVectors()
         vectors.uri = str(tmp_path / "vectors")
         inputs["corpus_vectors"] = [vectors]
+        qrels = artifacts.Qrels()
+        qrels.uri = str(tmp_path / "qrels")
+        inputs["qrels"] = [qrels]
     best, results = standard_artifacts.HyperParameters(), standard_artifacts.TunerResults()
     best.uri, results.uri = str(tmp_path / "best"), str(tmp_path / "results")
     outputs = {"best_hyperparameters": [best], "tuner_results": [results]}
@@ -73,8 +83,15 @@ def test_the_executor_hands_the_vectors_and_writes_the_choice(
     assert [s["values"] for s in SEEN] == [{"train_steps": 5}, {"train_steps": 9}]
     uri = SEEN[0]["custom_config"].get(CORPUS_VECTORS_URI_KEY)
     assert uri == (str(tmp_path / "vectors") if with_vectors else None)
+    qrels_uri = SEEN[0]["custom_config"].get(QRELS_URI_KEY)
+    assert qrels_uri == (str(tmp_path / "qrels") if with_vectors else None)
     written = json.loads((tmp_path / "best" / BEST_HYPERPARAMETERS_FILE).read_text())
     assert written["values"] == {"train_steps": "9"}
     assert [t["score"] for t in written[TRIALS_KEY]] == [9.0, 5.0]
     trials = json.loads((tmp_path / "results" / TUNER_RESULTS_FILE).read_text())
     assert trials == written[TRIALS_KEY]
+    # The console's line for the Tuner reads the same file.
+    assert (
+        figures.tuner_figure(written)
+        == "chose train_steps 9: dev_ndcg_cut_10 9.0000 (best of 2 trials)"
+    )
