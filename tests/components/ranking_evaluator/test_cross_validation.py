@@ -75,8 +75,9 @@ def test_every_judged_query_is_ranked_once_by_the_model_that_never_saw_it(cv_run
 
 def test_each_fold_alpha_was_tuned_on_the_next_fold_only(cv_run) -> None:
     """Fold branch i's dev figure of the first stage is the first stage's figure over fold
-    i+1's queries exactly (as the Trainer computes it: judgments of the candidates, which its
-    examples carry), and differs from its own test fold's: its alpha was chosen on fold i+1."""
+    i+1's queries exactly (as the Trainer computes it: every judgment of those queries, from
+    the qrels artifact's file for that split), and differs from its own test fold's: its alpha
+    was chosen on fold i+1."""
     run, outputs = cv_run
     fold_of = _datagen_summary(outputs)["cross_validation"]["fold_of"]
     first_stage = read_run(os.path.join(run.evaluation.uri, "first_stage.run"))
@@ -87,7 +88,7 @@ def test_each_fold_alpha_was_tuned_on_the_next_fold_only(cv_run) -> None:
 
     def first_stage_on(fold: int) -> float:
         qids = [q for q in fold_of if fold_of[q] == fold]
-        judged = {q: {d: g for d, g in qrels[q].items() if d in first_stage[q]} for q in qids}
+        judged = {q: qrels[q] for q in qids}
         return validation_metric(judged, {q: first_stage[q] for q in qids}, "ndcg_cut_10", 1)
 
     for f in run.metrics["cross_validation"]["per_fold"]:
