@@ -12,9 +12,9 @@ Only what is ours: RankingDataGen and the RankingEvaluator call `beam_pipeline_a
 with the size of their input. It never changes an output byte: RankingDataGen writes the same
 bytes on every runner and mode (its byte-identity test), and the evaluator's runs are made from
 per-example scores. Other runners (Dataflow, Flink, Spark, portable) and an explicit
-`in_memory`/`multi_threading` keep their mode; `pipeline_maker` runs `multi_threading` on
-beam_threaded.MultiThreadingRunner (Beam's mode without its timed output flush, which cut
-elements in two: components/beam_threaded.py).
+`in_memory`/`multi_threading` keep their mode; `pipeline_maker` runs `multi_processing` and
+`multi_threading` on beam_direct.DirectFnApiRunner (Beam's modes without the timed flush of
+their data plane, which lost elements or cut them in two: components/beam_direct.py).
 
 `$RANKPIPE_IN_PROCESS_BELOW_MB` sets the threshold (default IN_PROCESS_BELOW_MB; 0 turns it
 off, e.g. to measure or test `multi_processing` itself on small data).
@@ -31,7 +31,7 @@ import tensorflow as tf
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
 from tfx.dsl.components.base import base_beam_executor
 
-from components import beam_threaded
+from components import beam_direct
 
 # Inputs (bytes on disk, as written: gzip examples, raw collection files) below this many MiB.
 # Cranfield's collection is 1.6 MB, its test examples about 1 MB; the evaluator ran a 10x
@@ -119,13 +119,13 @@ def pipeline_maker(
 ) -> Callable[[], beam.Pipeline]:
     """What the executor should make its Beam pipelines with for an input of `size` bytes:
     its own `_make_beam_pipeline`, a pipeline with `in_process_args`, or, on the DirectRunner's
-    `multi_threading` mode, one on beam_threaded.MultiThreadingRunner (that mode without the
-    timed output flush that cuts elements in two: issue 18)."""
+    `multi_processing` and `multi_threading` modes, one on beam_direct.DirectFnApiRunner (those
+    modes without the timed data-plane flush that loses elements)."""
     args = in_process_args(executor, size, what)
     if args is not None:
         return lambda: beam.Pipeline(argv=args)
     own_args = _own_args(executor)
-    if own_args is not None and beam_threaded.runs_multi_threaded(own_args):
-        logging.info("%s: multi_threading without the workers' timed flush", what)
-        return lambda: beam.Pipeline(runner=beam_threaded.MultiThreadingRunner(), argv=own_args)
+    if own_args is not None and beam_direct.runs_on_grpc_workers(own_args):
+        logging.info("%s: Beam's gRPC workers without the timed data-plane flush", what)
+        return lambda: beam.Pipeline(runner=beam_direct.DirectFnApiRunner(), argv=own_args)
     return executor._make_beam_pipeline  # noqa: SLF001

@@ -44,8 +44,9 @@ class Executor(tfx_executor.Executor):
             "StatisticsGen",
         )
         size = beam_mode.input_bytes([os.path.join(examples.uri, "*", "*")])
-        # In process for a small input; on multi_threading without the workers' timed flush
-        # that cuts elements in two (components/beam_threaded.py); else TFX's own pipeline.
+        # In process for a small input; on multi_processing and multi_threading without the
+        # timed data-plane flush that loses elements (components/beam_direct.py); else TFX's
+        # own pipeline.
         self._make_pipeline = beam_mode.pipeline_maker(self, size, "StatisticsGen")
         super().Do(input_dict, output_dict, exec_properties)
 

@@ -66,6 +66,35 @@ def read_scores(pattern: str) -> list[Scored]:
 
 # How a model was scored (metrics.json "scoring").
 EMBED_ONCE, PER_PAIR = "embed_once", "per_pair"
+# "rankpipe" counter of the examples a pass read; every model must score as many pairs.
+EXAMPLES_READ = "examples_read"
+
+
+class _CountExamples(beam.DoFn):
+    def __init__(self):
+        self._read = beam.metrics.Metrics.counter("rankpipe", EXAMPLES_READ)
+
+    def process(self, serialized: bytes):
+        self._read.inc()
+        yield serialized
+
+
+def check_complete(runs: dict[str, dict[str, dict[str, float]]], examples_read: int) -> None:
+    """Every model scored every example the pass read, or an error: a candidate without a
+    score would drop out of the ranking and be counted as not retrieved, silently moving the
+    figures (Beam's own data-plane flaw once lost whole documents' pairs this way:
+    components/beam_direct.py). The count comes from a Beam counter, which travels with the
+    workers' bundle reports, not with the elements."""
+    for name, run in runs.items():
+        scored = sum(len(docs) for docs in run.values())
+        if scored != examples_read:
+            raise RuntimeError(
+                f"model {name!r} scored {scored:,} candidates of the {examples_read:,} examples "
+                "the pass read: Beam lost elements between the pass's stages, and the figures "
+                "would count the lost candidates as not retrieved. Run it again; if it "
+                "recurs, set runner.beam.direct_running_mode: in_memory (no data plane) and "
+                "report the runner and Beam version"
+            )
 
 
 def _metric_sum(results: dict, name: str) -> float:
@@ -177,6 +206,7 @@ def _run_pass(
         for i, uri in enumerate(split_uris)
     ]
     examples = examples[0] if len(examples) == 1 else examples | "Splits" >> beam.Flatten()
+    examples = examples | "CountExamples" >> beam.ParDo(_CountExamples())
     for label, names in plan.groups.items():
         kwargs = {}
         if label == EMBED_ONCE:
@@ -214,7 +244,8 @@ def score_split(
     embed=False), the others by ScoreExamples. `corpus` ({model name:
     corpus_documents.corpus_documents(...)}) lets EmbedAndScore take that model's document
     vectors from the corpus-vectors artifact instead of embedding them.
-    Returns ({name: run}, {name: EMBED_ONCE or PER_PAIR}); `phases`, when given, gets
+    Returns ({name: run}, {name: EMBED_ONCE or PER_PAIR}), each run holding every example
+    read (check_complete: else an error); `phases`, when given, gets
     `pass_phases` (where the pass's time went). `feedbacks` ({model name: (setting, alpha)})
     names the models that rank with feedback, from the lists of `first_stage` (EmbedAndScore);
     only models scored by embedding can."""
@@ -228,4 +259,5 @@ def score_split(
     runs: dict[str, dict[str, dict[str, float]]] = {}
     for label, names in plan.groups.items():
         runs.update(to_runs(read_scores(f"{scores_prefix}-{label}*.jsonl"), names))
+    check_complete(runs, int(_metric_sum(result.metrics().query(MetricsFilter()), EXAMPLES_READ)))
     return {n: runs[n] for n in models}, plan.how

@@ -11,7 +11,7 @@ import pytest
 from apache_beam.options.pipeline_options import DirectOptions
 from tfx.dsl.components.base import base_beam_executor
 
-from components import beam_mode
+from components import beam_direct, beam_mode
 
 MP = ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]
 MB = 1 << 20
@@ -80,9 +80,10 @@ def test_pipeline_maker_makes_in_process_pipelines_for_small_inputs_only() -> No
     executor = _executor(args)
     small = beam_mode.pipeline_maker(executor, MB, "test")()
     assert small.options.view_as(DirectOptions).direct_running_mode == "in_memory"
-    large = beam_mode.pipeline_maker(executor, 10**12, "test")
-    assert large == executor._make_beam_pipeline
-    assert large().options.view_as(DirectOptions).direct_running_mode == "multi_processing"
+    # A large one keeps multi_processing, on the runner without the timed data-plane flush.
+    large = beam_mode.pipeline_maker(executor, 10**12, "test")()
+    assert isinstance(large.runner, beam_direct.DirectFnApiRunner)
+    assert large.options.view_as(DirectOptions).direct_running_mode == "multi_processing"
     # A factory injected into the executor (tests, other orchestrators) is always kept.
     injected = _executor(args, make=lambda: "injected")
     assert beam_mode.pipeline_maker(injected, MB, "test")() == "injected"

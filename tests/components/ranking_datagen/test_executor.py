@@ -289,9 +289,9 @@ def test_cranfield_examples_conform_to_schema(cranfield_bm25: Outputs) -> None:
 # `cranfield_bm25` is in_memory) and the portable Fn API path that Flink, Spark and Dataflow use
 # (the embedded job server, SDK worker in this process). Bundles, worker counts, stage fusion
 # and fused-stage ordering all differ between them; the bytes written must not.
-# multi_threading runs on components/beam_threaded.py's runner: Beam's own multi_threading mode
-# cut elements in two with its timed output flush (issue 18's KeyError and 22 GB OOM kills,
-# docs/datagen.md "Runners").
+# multi_processing and multi_threading run on components/beam_direct.py's runner: Beam's own
+# modes lose elements, or cut them in two, with the timed flush of their data plane
+# (docs/datagen.md "Runners").
 RUNNER_MODES = {
     "multi_threading": ["--direct_running_mode=multi_threading", "--direct_num_workers=2"],
     "multi_processing": ["--direct_running_mode=multi_processing", "--direct_num_workers=2"],

@@ -239,3 +239,25 @@ def test_documents_the_artifact_lacks_are_embedded_by_the_model(
     for name in both:
         _assert_same(got[name], want[name])
     _assert_same(got["candidate"], got["plain"])  # the same encoder, whichever way
+
+
+def test_a_pass_that_lost_a_scored_candidate_is_refused(
+    models: dict[str, str], checkpoint: str, tmp_path: Path, monkeypatch
+) -> None:
+    """Every model must score every example the pass read (scoring.check_complete, from the
+    pass's own `examples_read` counter): a lost pair would be counted as not retrieved."""
+    split = _examples(tmp_path / "examples", checkpoint, {})
+    examples = sum(len(docs) for docs in CANDIDATES.values())
+    runs, _ = _score(split, {"candidate": models["tower"]}, str(tmp_path / "all"), {})
+    assert sum(len(docs) for docs in runs["candidate"].values()) == examples
+    read = scoring.read_scores
+    monkeypatch.setattr(scoring, "read_scores", lambda pattern: read(pattern)[1:])
+    with pytest.raises(RuntimeError, match=f"'candidate' scored {examples - 1} .* {examples} "):
+        _score(split, {"candidate": models["tower"]}, str(tmp_path / "lost"), {})
+
+
+def test_check_complete_names_the_model_and_the_counts() -> None:
+    run = {"q1": {"d1": 0.5, "d2": 0.1}, "q2": {"d1": 0.2}}
+    scoring.check_complete({"candidate": run, "baseline": run}, 3)
+    with pytest.raises(RuntimeError, match="'baseline' scored 2 candidates of the 3 examples"):
+        scoring.check_complete({"candidate": run, "baseline": {"q1": run["q1"]}}, 3)
