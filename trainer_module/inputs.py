@@ -11,6 +11,7 @@ whole candidate list each. Eval elements (n = 1 groups) are flat:
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 import tensorflow as tf
@@ -197,35 +198,60 @@ def shard_batches(
     return ds.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
 
 
+class CandidateLists(NamedTuple):
+    """Every train query's whole candidate list, the documents as rows of one table: queries
+    [Q, Lq] (padded ids), doc_index [Q, n] int32 (each candidate's row of `documents`, 0 for
+    padding), documents [D + 1, H] float32 (row 0 all zeros), labels [Q, n], mask [Q, n]
+    (False: padding). A document listed by many queries is held once: NFCorpus's hybrid lists
+    (about 2,100 train queries x 200 candidates x 1,152 floats) would be 1.9 GB as one vector
+    per list entry, and are 17 MB of table and 1.7 MB of indices this way."""
+
+    queries: np.ndarray
+    doc_index: np.ndarray
+    documents: np.ndarray
+    labels: np.ndarray
+    mask: np.ndarray
+
+    def doc_vectors(self, rows: np.ndarray | slice = slice(None)) -> np.ndarray:
+        """The lists' document vectors [rows, n, H] (zeros for padding), as a batch has them."""
+        return self.documents[self.doc_index[rows]]
+
+
 def make_list_dataset(
-    queries: np.ndarray,
-    doc_vectors: np.ndarray,
-    labels: np.ndarray,
-    mask: np.ndarray,
+    lists: CandidateLists,
     cfg: TrainerConfig,
     per_replica_batch: int,
     input_context: tf.distribute.InputContext | None = None,
     extra: dict[str, np.ndarray] | None = None,
 ) -> tf.data.Dataset:
-    """Infinite, seeded, shuffled batches of whole candidate lists for ONE replica: queries
-    [Q, Lq] (padded ids), doc_vectors [Q, n, H], labels [Q, n], mask [Q, n] (False: padding),
-    and `extra`'s float arrays [Q, ...] under their names, one row per train query. Each
-    epoch visits every query once in a new order. The elements are gathered by index, so a
-    checkpointed iterator holds indices, not vectors. A batch's queries are cut to its longest
-    one (`trim_query_padding`), or stay as wide as the longest train query with static_shapes."""
-    count = queries.shape[0]
+    """Infinite, seeded, shuffled batches of whole candidate lists for ONE replica: each batch
+    {"query": [b, Lq], "doc_vectors": [b, n, H], "labels": [b, n], "mask": [b, n]} and
+    `extra`'s float arrays [Q, ...] under their names, one row per train query. Each epoch
+    visits every query once in a new order. The elements are gathered by index (queries, then
+    their documents' rows of the table), so a checkpointed iterator holds indices, not vectors,
+    and the lists' vectors exist only batch by batch. A batch's queries are cut to its longest
+    one (`trim_query_padding`), or stay as wide as the longest train query with
+    static_shapes."""
+    count = lists.queries.shape[0]
+    documents = tf.constant(lists.documents, tf.float32)
     tensors = {
-        "query": tf.constant(queries, tf.int64),
-        "doc_vectors": tf.constant(doc_vectors, tf.float32),
-        "labels": tf.constant(labels, tf.float32),
-        "mask": tf.constant(mask, tf.bool),
+        "query": tf.constant(lists.queries, tf.int64),
+        "doc_index": tf.constant(lists.doc_index, tf.int32),
+        "labels": tf.constant(lists.labels, tf.float32),
+        "mask": tf.constant(lists.mask, tf.bool),
         **{name: tf.constant(array, tf.float32) for name, array in (extra or {}).items()},
     }
+
+    def gather(i: tf.Tensor) -> dict[str, tf.Tensor]:
+        batch = {k: tf.gather(v, i) for k, v in tensors.items()}
+        batch["doc_vectors"] = tf.gather(documents, batch.pop("doc_index"))
+        return batch
+
     ds = tf.data.Dataset.range(count)
     ds = ds.shuffle(count, seed=cfg.seed, reshuffle_each_iteration=True).repeat()
     ds = ds.batch(per_replica_batch * cfg.grad_accumulation_steps, drop_remainder=True)
     ds = shard_batches(ds, input_context)
-    ds = ds.map(lambda i: {k: tf.gather(v, i) for k, v in tensors.items()})
+    ds = ds.map(gather)
     if not cfg.static_shapes:
         ds = ds.map(trim_query_padding)
     return ds.prefetch(tf.data.AUTOTUNE)

@@ -171,11 +171,12 @@ def split_judgments(
                 path,
             )
             return None
-        with tempfile.TemporaryDirectory() as tmp:
-            local = path
-            if "://" in path:  # read_qrels opens local files only
-                local = os.path.join(tmp, os.path.basename(path))
-                tf.io.gfile.copy(path, local)
+        if "://" not in path:
+            judged.update(read_qrels(path))
+            continue
+        with tempfile.TemporaryDirectory() as tmp:  # read_qrels opens local files only
+            local = os.path.join(tmp, os.path.basename(path))
+            tf.io.gfile.copy(path, local)
             judged.update(read_qrels(local))
     return judged
 

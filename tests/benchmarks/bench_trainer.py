@@ -526,8 +526,8 @@ def trimmed_vs_padded(data: Data, warmup: int, steps: int, repeats: int, tmp: st
     rows = []
     for key, cfg in modes.items():
         c = runs[key]  # the same lists again (documents from the process's cache)
-        arrays = c.task.recipe.candidate_lists(data.train, lengths, c._embed_fns["d"], c.doc_cache)
-        ds = inputs.make_list_dataset(*arrays, cfg, cfg.batch_size)
+        lists = c.task.recipe.candidate_lists(data.train, lengths, c._embed_fns["d"], c.doc_cache)
+        ds = inputs.make_list_dataset(lists, cfg, cfg.batch_size)
         widths = [int(b["query"].shape[1]) for b in ds.skip(warmup).take(steps * repeats)]
         rows.append(
             {

@@ -89,9 +89,11 @@ def test_each_train_query_is_scored_against_its_whole_list(
     pattern = trainer_testdata.split_pattern(lists_examples_dir, "train")
     cands = validation.read_candidates(pattern, 32, task.max_query_length, task.max_doc_length)
     lengths = (task.max_query_length, task.max_doc_length)
-    queries, doc_vectors, labels, mask = task.recipe.candidate_lists(
-        pattern, lengths, controller._embed_fns["d"], None
-    )
+    got = task.recipe.candidate_lists(pattern, lengths, controller._embed_fns["d"], None)
+    queries, doc_vectors, labels, mask = got.queries, got.doc_vectors(), got.labels, got.mask
+    # Each distinct listed document is one row of the table (row 0: padding, all zeros).
+    assert len(got.documents) == 1 + len({d for _, d in cands.pairs})
+    assert not got.documents[0].any() and (got.doc_index[~mask] == 0).all()
     lists: dict[str, list[str]] = {}
     for qid, docid in cands.pairs:
         lists.setdefault(qid, []).append(docid)

@@ -109,11 +109,13 @@ def test_list_batches_cut_query_padding_to_the_batch(static):
     for row, n in enumerate(lengths):
         queries[row, :n] = 7 + row
     queries[5, 2] = 0
-    vectors = np.ones([len(lengths), 3, 2], np.float32)
+    documents = np.ones([4, 2], np.float32)
+    index = np.ones([len(lengths), 3], np.int32)
     labels = np.zeros([len(lengths), 3], np.float32)
     mask = np.ones([len(lengths), 3], bool)
     cfg = trainer_testdata.small_config(static_shapes=static)
-    ds = inputs.make_list_dataset(queries, vectors, labels, mask, cfg, per_replica_batch=2)
+    lists = inputs.CandidateLists(queries, index, documents, labels, mask)
+    ds = inputs.make_list_dataset(lists, cfg, per_replica_batch=2)
     by_id = {int(q[0]): q for q in queries}
     widths = set()
     for batch in ds.take(12):
@@ -147,3 +149,22 @@ def test_multi_worker_pipelines_split_the_one_worker_stream_by_batch(examples_di
         for i in range(2):
             np.testing.assert_array_equal(workers[i][k]["docs"], one[2 * k + i]["docs"])
             np.testing.assert_array_equal(workers[i][k]["query"], one[2 * k + i]["query"])
+
+
+def test_list_batches_carry_each_candidates_row_of_the_document_table():
+    """A batch's doc_vectors [b, n, H] are the table's rows its queries' lists name (zeros for
+    padding), with the labels and mask of the same queries."""
+    rng = np.random.default_rng(0)
+    documents = np.concatenate([np.zeros([1, 3]), rng.normal(size=[5, 3])]).astype(np.float32)
+    index = np.array([[1, 2, 0], [3, 1, 5], [4, 0, 0], [5, 2, 3]], np.int32)
+    mask = index > 0
+    labels = (index == 1).astype(np.float32)
+    queries = np.arange(1, 5, dtype=np.int64)[:, None]  # query i's id is i + 1
+    cfg = trainer_testdata.small_config()
+    lists = inputs.CandidateLists(queries, index, documents, labels, mask)
+    for batch in inputs.make_list_dataset(lists, cfg, per_replica_batch=2).take(6):
+        rows = batch["query"].numpy()[:, 0] - 1
+        np.testing.assert_array_equal(batch["doc_vectors"].numpy(), lists.doc_vectors(rows))
+        np.testing.assert_array_equal(batch["doc_vectors"].numpy()[~mask[rows]], 0.0)
+        np.testing.assert_array_equal(batch["labels"].numpy(), labels[rows])
+        np.testing.assert_array_equal(batch["mask"].numpy(), mask[rows])

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
     from rankcore.corpus_vectors import DocumentTower
     from trainer_module.config import TrainerConfig
+    from trainer_module.inputs import CandidateLists
 
 
 class FrozenDocuments(Recipe):
@@ -140,14 +141,14 @@ class FrozenDocuments(Recipe):
                 "candidate list, one candidate per group (datagen.sampling.mode: lists); "
                 f"the train split's groups hold {group_size} documents"
             )
-        arrays = self.candidate_lists(file_patterns, lengths, embed_doc, doc_cache)
+        lists = self.candidate_lists(file_patterns, lengths, embed_doc, doc_cache)
         extra = {}
         if self.served:
-            extra["query_vectors"] = self.query_vectors(arrays[0], embed_query)
+            extra["query_vectors"] = self.query_vectors(lists.queries, embed_query)
         batch_size = self.cfg.batch_size
         return strategy.distribute_datasets_from_function(
             lambda ctx: inputs.make_list_dataset(
-                *arrays, self.cfg, ctx.get_per_replica_batch_size(batch_size), ctx, extra
+                lists, self.cfg, ctx.get_per_replica_batch_size(batch_size), ctx, extra
             )
         )
 
@@ -169,13 +170,14 @@ class FrozenDocuments(Recipe):
         lengths: tuple[int, int],
         embed_doc: object,
         doc_cache: DocCache | None,
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(queries [Q, Lq], doc_vectors [Q, n, H], labels [Q, n], mask [Q, n]) of every train
-        query with a relevant candidate (a list without one teaches nothing), each list in
-        first-stage order; every distinct document embedded once."""
+    ) -> CandidateLists:
+        """The candidate lists (inputs.CandidateLists) of every train query with a relevant
+        candidate (a list without one teaches nothing), each list in first-stage order; every
+        distinct document embedded once and held once, as a row of the lists' table."""
         import numpy as np
 
         from trainer_module import validation
+        from trainer_module.inputs import CandidateLists
 
         t0 = time.monotonic()
         cands = validation.read_candidates(file_patterns, self.cfg.eval_batch_size, *lengths)
@@ -195,16 +197,20 @@ class FrozenDocuments(Recipe):
             )
         n = max(len(lists[q]) for q in qids)
         width = max(1, max(len(cands.texts[("q", q)]) for q in qids))
-        dim = len(next(iter(vectors.values())))
+        docids = sorted({d for q in qids for d in lists[q]})
+        row_of = {docid: row for row, docid in enumerate(docids, 1)}  # row 0: padding
+        documents = np.zeros([len(docids) + 1, len(next(iter(vectors.values())))], np.float32)
+        for docid, row in row_of.items():
+            documents[row] = vectors[("d", docid)]
         queries = np.zeros([len(qids), width], np.int64)
-        doc_vectors = np.zeros([len(qids), n, dim], np.float32)
+        doc_index = np.zeros([len(qids), n], np.int32)
         labels = np.zeros([len(qids), n], np.float32)
         mask = np.zeros([len(qids), n], bool)
         for row, qid in enumerate(qids):
             ids = cands.texts[("q", qid)]
             queries[row, : len(ids)] = ids
             for col, docid in enumerate(lists[qid]):
-                doc_vectors[row, col] = vectors[("d", docid)]
+                doc_index[row, col] = row_of[docid]
                 labels[row, col] = max(cands.labels[qid][docid], 0.0)
                 mask[row, col] = True
         embedded = len(doc_cache) - cached if doc_cache is not None else len(docs)
@@ -219,7 +225,7 @@ class FrozenDocuments(Recipe):
             embedded,
             time.monotonic() - t0,
         )
-        return queries, doc_vectors, labels, mask
+        return CandidateLists(queries, doc_index, documents, labels, mask)
 
     def forward(self, model: keras.Model, batch: dict, training: bool) -> dict[str, tf.Tensor]:
         """Each query against its whole list of fixed document vectors: scores [b, n]."""
