@@ -338,6 +338,28 @@ MUTATIONS: tuple[Mutation, ...] = (
         ),
     ),
     Mutation(
+        name="runner-streams-keep-beams-timer",
+        promise="the DirectRunner's streams to its gRPC workers flush only between writes",
+        file="components/beam_direct.py",
+        find="worker_handlers.DATA_BUFFER_TIME_LIMIT_MS = NO_TIMED_FLUSH",
+        replace="pass",
+        tests=(
+            "tests/components/test_beam_direct.py::"
+            "test_the_runners_own_streams_to_its_workers_have_no_timer",
+        ),
+    ),
+    Mutation(
+        name="lost-candidates-accepted",
+        promise="the evaluator refuses a scoring pass in which a model lost candidates",
+        file="components/ranking_evaluator/scoring.py",
+        find="if scored != examples_read:",
+        replace="if False:",
+        tests=(
+            "tests/components/ranking_evaluator/test_corpus_documents.py::"
+            "test_a_pass_that_lost_a_scored_candidate_is_refused",
+        ),
+    ),
+    Mutation(
         name="mpnet-relative-bias-off",
         promise="an MPNet checkpoint embeds as transformers' MPNet does (relative-position bias)",
         file="rankcore/encoders/bert.py",
