@@ -14,11 +14,9 @@ flush can also land in the middle of one and send half of it. Two streams have t
   builds its data service with DATA_BUFFER_TIME_LIMIT_MS (1000 ms, a module constant no
   option sets). The runner writes a bundle's input as whole encoded chunks (a ListBuffer's
   partition, a GroupingBuffer's groups), so a chunk written in the window is lost whole, and
-  nothing downstream can tell: the NFCorpus evaluation lost every pair of 223 documents (510
-  in a second run) after the join by document, in `multi_processing`, and the run still
-  measured and blessed (CHANGELOG.md). It needs a bundle whose input takes the runner longer
-  than the timer to write and a thread switch inside the flush: rare on an idle process, more
-  frequent in the pipeline's busy one.
+  nothing downstream can tell (CHANGELOG.md has what it cost us). It needs a bundle whose input
+  takes the runner longer than the timer to write and a thread switch inside the flush: rare
+  on an idle process, more frequent in the pipeline's busy one.
 - the `multi_threading` workers' output streams: EmbeddedPythonGrpcEnvironment's
   `data_buffer_time_limit_ms` (1000 ms when the environment does not say, and 0 cannot switch
   it off: the worker handler reads `config or 1000`). Here the writer encodes element by
@@ -46,7 +44,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import threading
 from collections.abc import Iterator
 
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
@@ -59,9 +56,6 @@ from apache_beam.transforms.environments import EmbeddedPythonGrpcEnvironment
 NO_TIMED_FLUSH = -1
 # The DirectRunner's modes that run on gRPC workers, hence on DirectFnApiRunner.
 GRPC_MODES = ("multi_processing", "multi_threading")
-
-_RUNNER_SIDE = threading.Lock()
-_runs = {"active": 0, "beam_value": worker_handlers.DATA_BUFFER_TIME_LIMIT_MS}
 
 
 def runs_on_grpc_workers(beam_args: list[str]) -> bool:
@@ -88,20 +82,15 @@ def without_timed_flush(pipeline_proto: beam_runner_api_pb2.Pipeline) -> None:
 def _runner_side_timer_off() -> Iterator[None]:
     """Beam builds the runner's data service (worker_handlers.GrpcServer, created when a run
     starts its first gRPC worker) with the module's DATA_BUFFER_TIME_LIMIT_MS: NO_TIMED_FLUSH
-    while any run of this runner is under way in the process, Beam's value again once none
-    is."""
-    with _RUNNER_SIDE:
-        if not _runs["active"]:
-            _runs["beam_value"] = worker_handlers.DATA_BUFFER_TIME_LIMIT_MS
-            worker_handlers.DATA_BUFFER_TIME_LIMIT_MS = NO_TIMED_FLUSH
-        _runs["active"] += 1
+    for the run, Beam's value again after it. Our components run their pipelines one at a time
+    in a process (LocalDagRunner runs one component at a time), so a save and restore is
+    enough."""
+    beam_value = worker_handlers.DATA_BUFFER_TIME_LIMIT_MS
+    worker_handlers.DATA_BUFFER_TIME_LIMIT_MS = NO_TIMED_FLUSH
     try:
         yield
     finally:
-        with _RUNNER_SIDE:
-            _runs["active"] -= 1
-            if not _runs["active"]:
-                worker_handlers.DATA_BUFFER_TIME_LIMIT_MS = _runs["beam_value"]
+        worker_handlers.DATA_BUFFER_TIME_LIMIT_MS = beam_value
 
 
 class DirectFnApiRunner(fn_runner.FnApiRunner):

@@ -34,8 +34,10 @@ from trainer_module.tuning_config import (
     TRIALS_KEY,
     TunerConfig,
     apply_values,
+    conditional_keys,
     decode,
     encode,
+    trained_values,
 )
 
 # fn_args.custom_config key of the `tuner` section (the Trainer's keys sit beside it).
@@ -68,10 +70,13 @@ class RecipeSearch(base_tuner.BaseTuner):
         super().__init__(oracle, directory=directory, project_name="search")
         self.fn_args = fn_args
         self.custom = custom
-        self.keys = list(oracle.hyperparameters.values)
+        self.keys = [hp.name for hp in oracle.hyperparameters.space]
 
     def trial_values(self, trial: Any) -> dict[str, Any]:
-        return {key: decode(trial.hyperparameters.get(key)) for key in self.keys}
+        """The trial's values of the keys active in it (a zero-shot trial has no training-only
+        key: the trainer section's value stands)."""
+        hp = trial.hyperparameters
+        return {key: decode(hp.get(key)) for key in self.keys if hp.is_active(key)}
 
     def run_trial(self, trial: Any, *args: Any, **kwargs: Any) -> dict[str, float]:
         values = self.trial_values(trial)
@@ -147,8 +152,14 @@ class RecipeSearch(base_tuner.BaseTuner):
 def make_oracle(tuner: TunerConfig, objective: str) -> keras_tuner.Oracle:
     """The grid or random oracle over the space, each key a Choice of its values as JSON."""
     hp = keras_tuner.HyperParameters()
+    conditional = conditional_keys(tuner.space)
     for key, values in tuner.space.items():
-        hp.Choice(key, [encode(v) for v in values], ordered=False)
+        if key not in conditional:
+            hp.Choice(key, [encode(v) for v in values], ordered=False)
+    trained = trained_values(tuner.space)
+    for key in conditional:  # searched only where training happens (tuning_config.py)
+        with hp.conditional_scope("train_steps", [encode(v) for v in trained or []]):
+            hp.Choice(key, [encode(v) for v in tuner.space[key]], ordered=False)
     cls = {
         "grid": keras_tuner.oracles.GridSearchOracle,
         "random": keras_tuner.oracles.RandomSearchOracle,

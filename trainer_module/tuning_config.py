@@ -76,11 +76,61 @@ def decode(text: str) -> Any:
     return json.loads(text)
 
 
+# Trainer keys that only shape training: with `train_steps: 0` (zero-shot) they change nothing,
+# so the search does not vary them there (a space of train_steps [0, 600] and learning_rate
+# [5e-5, 1e-4] is three trials, not four with zero-shot twice). Conservative on purpose: a key
+# missing here is still searched at 0 steps (a wasted trial, never a wrong choice).
+TRAINING_ONLY_KEYS = frozenset(
+    {
+        "learning_rate",
+        "encoder_learning_rate",
+        "warmup_steps",
+        "decay",
+        "end_learning_rate_fraction",
+        "exponential_decay_rate",
+        "weight_decay",
+        "adam_epsilon",
+        "clip_norm",
+        "batch_size",
+        "grad_accumulation_steps",
+        "shuffle_buffer",
+        "loss",
+        "in_batch_scale",
+        "recipe.frozen_documents.train_score",
+    }
+)
+
+
+def trained_values(space: dict[str, list[Any]]) -> list[Any] | None:
+    """The space's `train_steps` values above 0 when it also tries 0 steps (zero-shot): the
+    condition under which TRAINING_ONLY_KEYS are searched; None when there is no such split."""
+    steps = space.get("train_steps") or []
+    trained = [v for v in steps if v != 0]
+    return trained if trained and len(trained) < len(steps) else None
+
+
+def conditional_keys(space: dict[str, list[Any]]) -> list[str]:
+    """The space's keys searched only with training (trained_values)."""
+    if trained_values(space) is None:
+        return []
+    return [key for key in space if key in TRAINING_ONLY_KEYS]
+
+
 def combinations(space: dict[str, list[Any]]) -> list[dict[str, Any]]:
-    """Every combination of the space's values, the first value of each key first (grid
-    order)."""
+    """The combinations the grid tries, the first value of each key first (grid order): every
+    combination of the space's values, except that a zero-shot one (`train_steps: 0`) leaves
+    out the training-only keys (conditional_keys), as KerasTuner's conditional scope does in the
+    search (trainer_module/tuning.py), so it is tried once."""
     keys = list(space)
-    return [dict(zip(keys, values)) for values in itertools.product(*space.values())]
+    skipped = set(conditional_keys(space))
+    out: list[dict[str, Any]] = []
+    for values in itertools.product(*space.values()):
+        combo = dict(zip(keys, values))
+        if skipped and combo["train_steps"] == 0:
+            combo = {k: v for k, v in combo.items() if k not in skipped}
+        if combo not in out:
+            out.append(combo)
+    return out
 
 
 def apply_values(trainer: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:

@@ -117,14 +117,14 @@ def _metric_count(results: dict, name: str) -> int:
     return total
 
 
-def pass_phases(result: PipelineResult, seconds: float) -> dict[str, float]:
-    """Where a scoring pass's `seconds` went, from its Beam metrics: SavedModel loads (count
+def pass_phases(results: dict, seconds: float) -> dict[str, float]:
+    """Where a scoring pass's `seconds` went, from its Beam metrics (`results`, the pipeline
+    result's metrics().query()): SavedModel loads (count
     and seconds, summed over workers: EmbedAndScore's counters and RunInference's
     `load_model_latency_milli_secs`), seconds inside the models (summed over workers), the
     texts embedded and the documents taken from the corpus vectors instead, and the
     rest of the pass (Beam start-up, workers, I/O, joins; the model seconds are taken off as if
     the workers had run in turn, so with N parallel workers it is an upper bound)."""
-    results = result.metrics().query(MetricsFilter())
     loads = _metric_sum(results, "saved_model_loads") + _metric_count(
         results, "load_model_latency_milli_secs"
     )
@@ -254,10 +254,12 @@ def score_split(
     result = _run_pass(
         make_pipeline, split_uris, models, plan, batch_size, scores_prefix, first_stage
     )
+    seconds = time.perf_counter() - t0
+    metrics = result.metrics().query(MetricsFilter())  # once: the phases and the count
     if phases is not None:
-        phases.update(pass_phases(result, time.perf_counter() - t0))
+        phases.update(pass_phases(metrics, seconds))
     runs: dict[str, dict[str, dict[str, float]]] = {}
     for label, names in plan.groups.items():
         runs.update(to_runs(read_scores(f"{scores_prefix}-{label}*.jsonl"), names))
-    check_complete(runs, int(_metric_sum(result.metrics().query(MetricsFilter()), EXAMPLES_READ)))
+    check_complete(runs, int(_metric_sum(metrics, EXAMPLES_READ)))
     return {n: runs[n] for n in models}, plan.how

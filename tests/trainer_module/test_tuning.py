@@ -16,7 +16,7 @@ from tfx import v1 as tfx
 from rankcore import folds
 from trainer_module import tuning, validation
 from trainer_module.run_fn import run_fn
-from trainer_module.tuning_config import TRIALS_KEY, TunerConfig, chosen
+from trainer_module.tuning_config import TRIALS_KEY, TunerConfig, chosen, combinations
 
 SPACE = {"train_steps": [2, 6], "learning_rate": [0.01, 0.001]}
 
@@ -154,6 +154,36 @@ def test_a_failing_trial_stops_the_search_naming_it(examples_dir, transform_grap
     args = _fn_args(examples_dir, transform_graph, str(tmp_path), tuner, train_steps=6)
     with pytest.raises(keras_tuner.errors.FatalError, match=r"Tuner trial 0 \({'max_loss': 1e-09}"):
         _search(args)
+
+
+def test_zero_shot_is_tried_once_whatever_the_training_keys(
+    bert_checkpoint, examples_dir, transform_graph, tmp_path
+) -> None:
+    # encoder_learning_rate shapes training only: at train_steps 0 it is not varied
+    # (KerasTuner's conditional scope), so the grid is 3 trials, not 4 with zero-shot twice;
+    # the Trainer's own rate stands in the zero-shot trial.
+    space = {"train_steps": [0, 2], "encoder_learning_rate": [1e-3, 1e-4]}
+    expected = [
+        {"train_steps": 0},
+        {"train_steps": 2, "encoder_learning_rate": 1e-3},
+        {"train_steps": 2, "encoder_learning_rate": 1e-4},
+    ]
+    assert combinations(space) == expected  # what config checks and the CorpusEncoder read
+    tuner = {"max_trials": 4, "space": space}
+    bert = {"model": "bert", "bert": {"checkpoint_dir": bert_checkpoint}}
+    args = _fn_args(examples_dir, transform_graph, str(tmp_path), tuner, **bert)
+    search = _search(args)
+    tried = sorted(search.trials(), key=lambda t: int(t["trial_id"]))
+    assert [t["values"] for t in tried] == expected
+    assert all(t["score"] is not None for t in tried)
+
+
+def test_keys_that_matter_without_training_are_searched_at_zero_steps() -> None:
+    # A companion encoder changes a zero-shot model's scores: it is varied at 0 steps too.
+    space = {"train_steps": [0, 6], "recipe.frozen_documents.companion_checkpoint_dir": [None, "m"]}
+    assert len(combinations(space)) == 4
+    # Without a zero-shot value nothing is conditional.
+    assert len(combinations({"train_steps": [2, 6], "learning_rate": [0.01, 0.001]})) == 4
 
 
 def test_the_config_section_refuses_what_cannot_run() -> None:
