@@ -457,6 +457,17 @@ MUTATIONS: tuple[Mutation, ...] = (
         ),
     ),
     Mutation(
+        name="tuner-zero-shot-per-learning-rate",
+        promise="the Tuner tries zero-shot once, whatever training-only keys its space varies",
+        file="trainer_module/tuning.py",
+        find="    conditional = conditional_keys(tuner.space)\n",
+        replace="    conditional: list[str] = []\n",
+        tests=(
+            "tests/trainer_module/test_tuning.py::"
+            "test_zero_shot_is_tried_once_whatever_the_training_keys",
+        ),
+    ),
+    Mutation(
         name="bm25-stemmer-not-wired",
         promise="the configured stemmer reaches the pipeline's BM25 (documents as queries)",
         file="components/ranking_datagen/passes.py",
