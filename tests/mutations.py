@@ -468,6 +468,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         ),
     ),
     Mutation(
+        name="finished-checkpoints-kept",
+        promise="a finished Trainer keeps its SavedModel, not its checkpoints; a failed one keeps them",
+        file="trainer_module/run_fn.py",
+        find="    if not cfg.keep_finished_checkpoints:\n",
+        replace="    if False:\n",
+        tests=("tests/trainer_module/test_trainer_export.py::test_run_fn_end_to_end_and_resume",),
+    ),
+    Mutation(
         name="bm25-stemmer-not-wired",
         promise="the configured stemmer reaches the pipeline's BM25 (documents as queries)",
         file="components/ranking_datagen/passes.py",

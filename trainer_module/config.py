@@ -314,6 +314,10 @@ class TrainerConfig:
     checkpoint_every: int = 500  # steps between checkpoints (and at the last step)
     # Recent checkpoints kept for resuming (the best model is kept apart, whatever this is).
     keep_checkpoints: int = 3
+    # Keep them once the model is exported. false: a finished Trainer keeps its SavedModel and
+    # results only (checkpoints: 380 MB per Trainer on Cranfield); a Trainer that fails
+    # or is killed before its export keeps them, and its retry resumes from them.
+    keep_finished_checkpoints: bool = False
     validate_every: int = 500  # 0: validate once, at the end
     # trec_eval measure (e.g. ndcg_cut_10, map, P_5, recall_100) over the dev queries: picks
     # the best checkpoint, early stopping and the fusion and feedback.

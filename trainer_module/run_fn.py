@@ -229,6 +229,16 @@ def fit(
     return Fitted(controller, recipe, tower, result)
 
 
+def remove_checkpoints(ckpt_dir: str, strategy: tf.distribute.Strategy) -> None:
+    """This process's checkpoints (the chief's directory, a worker's scratch copy), once the
+    model they trained is exported: what the Trainer hands on is the SavedModel, and a finished
+    execution is not retried (trainer.keep_finished_checkpoints keeps them)."""
+    path = worker_dir(ckpt_dir, strategy)
+    if tf.io.gfile.exists(path):
+        tf.io.gfile.rmtree(path)
+        logging.info("removed the finished run's checkpoints (%s)", path)
+
+
 def prepare(cfg: TrainerConfig, fn_args: Any) -> tuple[tf.distribute.Strategy, list[str]]:
     """(strategy, vocabulary) after the checks every run makes before training: the strategy
     first (multi-worker must precede any TF runtime use), the checkpoint's vocabulary against
@@ -294,6 +304,8 @@ def run_fn(fn_args: Any) -> TrainResult:
     seconds["export"] = time.monotonic() - t0
     if not controller.chief:
         tf.io.gfile.rmtree(export_dir)
+    if not cfg.keep_finished_checkpoints:
+        remove_checkpoints(controller.checkpoint_dir, strategy)
     seconds["total"] = time.monotonic() - start
     logging.info("Trainer seconds: %s", ", ".join(f"{k} {v:.1f}" for k, v in seconds.items()))
     return result

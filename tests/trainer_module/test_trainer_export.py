@@ -9,6 +9,7 @@ import trainer_testdata
 
 from pipelines import console
 from trainer_module import inputs
+from trainer_module import run_fn as run_fn_module
 from trainer_module.checkpointing import checkpoint_dir, run_fingerprint
 from trainer_module.export import export_serving_model
 from trainer_module.run_fn import run_fn
@@ -78,7 +79,7 @@ def test_score_examples_matches_training_scores(exported, examples_dir):
     np.testing.assert_allclose(got, controller.score(q, d).numpy(), atol=1e-5)
 
 
-def test_run_fn_end_to_end_and_resume(examples_dir, transform_graph, tmp_path):
+def test_run_fn_end_to_end_and_resume(examples_dir, transform_graph, tmp_path, monkeypatch):
     cfg = trainer_testdata.small_config(train_steps=10, validate_every=5, checkpoint_every=5)
     custom = {
         "trainer": cfg.to_dict(),
@@ -100,19 +101,30 @@ def test_run_fn_end_to_end_and_resume(examples_dir, transform_graph, tmp_path):
         )
 
     args = fn_args(7)
+    ckpts = checkpoint_dir(
+        args.model_run_dir, run_fingerprint(args.train_files, transform_graph, custom, 10)
+    )
+    assert ckpts.startswith(str(tmp_path / "pipeline" / "Trainer" / "checkpoints"))
     result = run_fn(args)
     assert result.steps == 10
     assert tf.saved_model.contains_saved_model(args.serving_model_dir)
     with open(os.path.join(args.model_run_dir, "train_results.json")) as f:
         assert json.load(f)["best_step"] == result.best_step
-    ckpts = checkpoint_dir(
-        args.model_run_dir, run_fingerprint(args.train_files, transform_graph, custom, 10)
-    )
-    assert ckpts.startswith(str(tmp_path / "pipeline" / "Trainer" / "checkpoints"))
+    # A finished Trainer keeps its SavedModel and results, not its checkpoints.
+    assert not tf.io.gfile.exists(ckpts)
+
+    # An execution that fails after training (here: in its export) keeps them...
+    def failing_export(*_args, **_kwargs):
+        raise OSError("disk full")
+
+    with monkeypatch.context() as m:
+        m.setattr(run_fn_module, "export_serving_model", failing_export)
+        with pytest.raises(OSError, match="disk full"):
+            run_fn(fn_args(8))
     assert tf.train.latest_checkpoint(ckpts).endswith("ckpt-10")
 
-    # A retried execution (new id, same inputs) resumes: nothing left to train, same model.
-    retry = fn_args(8)
+    # ...and its retry (new id, same inputs) resumes: nothing left to train, same model.
+    retry = fn_args(9)
     again = run_fn(retry)
     assert again.steps == 10 and again.best_step == result.best_step
     assert again.best_metric == result.best_metric
@@ -127,6 +139,7 @@ def test_run_fn_end_to_end_and_resume(examples_dir, transform_graph, tmp_path):
     assert again.loss_history == [] and again.validation_history == []
     with open(os.path.join(retry.model_run_dir, "train_results.json")) as f:
         assert json.load(f)["resumed_from"] == again.resumed_from
+    assert not tf.io.gfile.exists(ckpts)  # finished now
     scores = [
         tf.saved_model.load(a.serving_model_dir)
         .signatures["serving_default"](query=tf.constant(QUERIES), document=tf.constant(DOCS))[
@@ -136,6 +149,33 @@ def test_run_fn_end_to_end_and_resume(examples_dir, transform_graph, tmp_path):
         for a in (args, retry)
     ]
     np.testing.assert_array_equal(scores[0], scores[1])
+
+
+def test_keep_finished_checkpoints_keeps_them(examples_dir, transform_graph, tmp_path):
+    cfg = trainer_testdata.small_config(
+        train_steps=4, validate_every=0, checkpoint_every=4, keep_finished_checkpoints=True
+    )
+    custom = {
+        "trainer": cfg.to_dict(),
+        "max_query_length": trainer_testdata.MAX_Q,
+        "max_doc_length": trainer_testdata.MAX_D,
+    }
+    trainer_root = tmp_path / "Trainer"
+    args = tfx.components.FnArgs(
+        working_dir=str(tmp_path / "work"),
+        train_files=trainer_testdata.split_pattern(examples_dir, "train"),
+        eval_files=trainer_testdata.split_pattern(examples_dir, "dev"),
+        train_steps=4,
+        transform_graph_path=transform_graph,
+        serving_model_dir=str(trainer_root / "model" / "1" / "Format-Serving"),
+        model_run_dir=str(trainer_root / "model_run" / "1"),
+        custom_config=custom,
+    )
+    run_fn(args)
+    ckpts = checkpoint_dir(
+        args.model_run_dir, run_fingerprint(args.train_files, transform_graph, custom, 4)
+    )
+    assert tf.train.latest_checkpoint(ckpts).endswith("ckpt-4")
 
 
 def test_run_fn_divergence_exports_nothing(examples_dir, transform_graph, tmp_path):

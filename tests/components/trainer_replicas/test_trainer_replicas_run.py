@@ -32,6 +32,7 @@ SETTINGS = [
     "trainer.checkpoint_every=5",
     "trainer.validate_every=10",
     "trainer.log_every=1",
+    "trainer.keep_finished_checkpoints=true",  # the tests compare the finished checkpoints
     "runner.kubeflow.trainer_replicas.count=2",
     "runner.kubeflow.trainer_replicas.backoff_limit=2",
 ]
