@@ -469,7 +469,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         name="finished-checkpoints-kept",
-        promise="a finished Trainer keeps its SavedModel, not its checkpoints; a failed one keeps them",
+        promise="a finished Trainer keeps its SavedModel, not its checkpoints",
         file="trainer_module/run_fn.py",
         find="    if not cfg.keep_finished_checkpoints:\n",
         replace="    if False:\n",
