@@ -233,8 +233,18 @@ def cmd_runs(args: argparse.Namespace) -> int:
             known = ", ".join(runs.pipelines_under(outputs)) or "none"
             print(f"rankpipe: {e}; pipelines under {outputs}: {known}", file=sys.stderr)
             return 1
-        print(("\n" if i else "") + f"{name}: {len(rows)} run(s), newest first ({path})")
+        root = os.path.dirname(os.path.abspath(path))
+        on_disk = runs.human_size(runs.tree_bytes(root) or 0)
+        print(
+            ("\n" if i else "")
+            + f"{name}: {len(rows)} run(s), newest first ({path}; {on_disk} under {root})"
+        )
         print(runs.format_table(rows))
+    print(
+        "wrote: the artifacts each run's own executions wrote. To free the disk, remove a "
+        "pipeline's directory whole (its runs, cache and metadata go together: removing one "
+        "run's artifacts would leave the cache pointing at missing files)."
+    )
     return 0
 
 

@@ -2,9 +2,11 @@
 
 One row per TFX pipeline run (MLMD context of type `pipeline_run`), newest first: when it
 started, the collection (RankingDataGen's `collection` property), the model (the Trainer's
-custom_config), the main metric of the candidate vs the first stage, the verdict and the pushed
-version. A cached component's execution is recorded in the new run too (state CACHED, with the
-reused artifacts as outputs), so a fully cached re-run shows the figures it reused.
+custom_config), the main metric of the candidate vs the first stage, the verdict, the pushed
+version and the disk the run's own executions wrote (their output artifacts, as they are now;
+not what it reused from the cache). A cached component's execution is recorded in the new run
+too (state CACHED, with the reused artifacts as outputs), so a fully cached re-run shows the
+figures it reused.
 
 A run stopped by Ctrl-C or SIGTERM shows "interrupted in <component>": `rankpipe run` marks its
 pipeline_run context and cancels the unfinished execution (pipelines/interrupts.py). A run
@@ -49,6 +51,7 @@ class RunRow:
     cached: int = 0  # components reused from the cache
     interrupted: str | None = None  # where Ctrl-C/SIGTERM stopped it (or it was killed)
     running: bool = False  # `interrupted` is still running (a live `rankpipe run`)
+    written_bytes: int | None = None  # its executions' outputs on disk (None: not local)
 
     def cells(self) -> list[str]:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.started_ms / 1000))
@@ -69,10 +72,45 @@ class RunRow:
             verdict = "-"
         else:
             verdict = "blessed" if self.blessed else "not blessed"
-        return [when, self.collection, self.model, metric, verdict, self.pushed_version or "-"]
+        written = "-" if self.written_bytes is None else human_size(self.written_bytes)
+        return [
+            when,
+            self.collection,
+            self.model,
+            metric,
+            verdict,
+            self.pushed_version or "-",
+            written,
+        ]
 
 
-HEADER = ["when", "collection", "model", "main metric vs first stage", "verdict", "pushed"]
+HEADER = ["when", "collection", "model", "main metric vs first stage", "verdict", "pushed", "wrote"]
+
+
+def human_size(n: int) -> str:
+    """Bytes as du -h would say them, in powers of 1024 (12 KB, 3.4 GB)."""
+    size = float(n)
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GB"  # unreachable: GB is the last unit
+
+
+def tree_bytes(uri: str) -> int | None:
+    """Bytes under a local file or directory (0 when it is gone); None for a remote URI
+    (gs://...: listing a bucket to size it is not worth a table row)."""
+    if "://" in uri:
+        return None
+    if os.path.isfile(uri):
+        return os.path.getsize(uri)
+    total = 0
+    for root, _, files in os.walk(uri):
+        for name in files:
+            path = os.path.join(root, name)
+            if not os.path.islink(path):
+                total += os.path.getsize(path)
+    return total
 
 
 def open_store(path: str) -> metadata_store.MetadataStore:
@@ -126,6 +164,7 @@ def list_runs(
             elif short.endswith("Trainer"):  # TFX's, RankingTrainer, the replica Trainers
                 row.model = _model_label(_json_prop(execution, "custom_config"))
         artifacts, art_types = output_artifacts(store, [e.id for e in executions])
+        row.written_bytes = _written_bytes(store, executions)
         for artifact in artifacts:
             kind = art_types.get(artifact.type_id)
             if kind == "ModelEvaluation" and prop(artifact, MAIN_METRIC):
@@ -147,6 +186,16 @@ def list_runs(
             row.running = live and newest_running
             newest_running = False
     return rows
+
+
+def _written_bytes(store: metadata_store.MetadataStore, executions: list) -> int | None:
+    """Disk of the output artifacts of the run's executions that ran (not CACHED: a cached
+    execution's outputs belong to the run that wrote them)."""
+    ran = [e.id for e in executions if e.last_known_state != metadata_store_pb2.Execution.CACHED]
+    if not ran:
+        return 0
+    sizes = [tree_bytes(a.uri) for a in output_artifacts(store, ran)[0] if a.uri]
+    return None if any(size is None for size in sizes) else sum(sizes)  # type: ignore[misc]
 
 
 def live_run_pids(pipeline_root: str) -> list[int]:

@@ -158,9 +158,9 @@ def test_runs_lists_both_demo_runs_newest_first(demo: DemoRuns) -> None:
     assert header.split()[:2] == ["when", "collection"]
     # Newest first: run 2 (121 steps) above run 1 (120 steps); other tests may add later runs.
     second = next(i for i, r in enumerate(rows) if "knrm, 121 steps" in r)
-    first = next(i for i, r in enumerate(rows) if "knrm, 120 steps" in r)
-    assert second < first
-    for row, run in ((rows[second], demo.second), (rows[first], demo.first)):
+    first_row = next(i for i, r in enumerate(rows) if "knrm, 120 steps" in r)
+    assert second < first_row
+    for row, run in ((rows[second], demo.second), (rows[first_row], demo.first)):
         main = run.metrics["main_metric"]
         cand = run.metrics["aggregate"]["candidate"][main]
         first = run.metrics["aggregate"]["first_stage"][main]
@@ -169,9 +169,21 @@ def test_runs_lists_both_demo_runs_newest_first(demo: DemoRuns) -> None:
         assert ("not blessed" not in row) == run.metrics["blessed"]
         version = run.pushed.custom_properties["pushed_version"]
         assert str(version.int_value or version.string_value) in row
+    # What each run's own executions wrote: the first wrote every artifact, the second (its
+    # RankingDataGen cached) only the Trainer's and what follows it.
+    assert header.split()[-1] == "wrote"
+    sizes = [_bytes(rows[i].rsplit(None, 2)[-2:]) for i in (first_row, second)]
+    assert sizes[0] > sizes[1] > 0
+    assert lines[-1].startswith("wrote: ") and "remove a pipeline's directory whole" in lines[-1]
     # The same table from the store's path.
     by_path = _rankpipe("runs", str(demo.pipeline_root / "metadata.sqlite"), env=env)
     assert by_path.stdout.splitlines()[1:] == lines[1:]
+
+
+def _bytes(cells: list[str]) -> float:
+    """A `wrote` cell ("2.2 MB", split in two) as bytes."""
+    value, unit = cells
+    return float(value) * 1024 ** ["B", "KB", "MB", "GB"].index(unit)
 
 
 def test_version_is_the_installed_projects() -> None:
