@@ -220,7 +220,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_rerank)
 
-    p = sub.add_parser("runs", help="past runs of a pipeline (newest first), from its MLMD store")
+    p = sub.add_parser(
+        "runs",
+        help="past runs of a pipeline (newest first), from its MLMD store",
+        description="One row per run; `wrote` is what the run's own executions wrote (their "
+        "artifacts). To free the disk, remove a pipeline's directory whole: its runs, cache and "
+        "metadata go together (removing one run's artifacts would leave the cache pointing at "
+        "files that are gone).",
+    )
     p.add_argument(
         "pipeline",
         nargs="?",

@@ -240,11 +240,6 @@ def cmd_runs(args: argparse.Namespace) -> int:
             + f"{name}: {len(rows)} run(s), newest first ({path}; {on_disk} under {root})"
         )
         print(runs.format_table(rows))
-    print(
-        "wrote: the artifacts each run's own executions wrote. To free the disk, remove a "
-        "pipeline's directory whole (its runs, cache and metadata go together: removing one "
-        "run's artifacts would leave the cache pointing at missing files)."
-    )
     return 0
 
 
