@@ -227,7 +227,9 @@ class BertEncoder(keras.layers.Layer):
             offsets, self.arch.relative_attention_buckets, self.arch.relative_max_distance
         )
         bias = tf.gather(self.relative_attention_bias, buckets)  # [L, L, heads]
-        return tf.transpose(bias, [2, 0, 1])[None]
+        # float32 as the key bias it joins: under mixed precision the variable reads as the
+        # compute dtype (bfloat16), and the softmax adds the bias in float32.
+        return tf.cast(tf.transpose(bias, [2, 0, 1])[None], tf.float32)
 
     def checkpoint_variables(self) -> dict[str, tuple[tf.Variable, bool]]:
         """HF tensor name -> (variable, whether the HF tensor is a transposed Linear weight)."""
