@@ -227,14 +227,16 @@ def cmd_runs(args: argparse.Namespace) -> int:
             (args.pipeline, os.path.join(outputs, "pipelines", args.pipeline, "metadata.sqlite"))
         ]
     for i, (name, path) in enumerate(stores):
+        root = os.path.dirname(os.path.abspath(path))
         try:
-            rows = runs.list_runs(runs.open_store(path), os.path.dirname(os.path.abspath(path)))
+            store = runs.open_store(path)
         except FileNotFoundError as e:
             known = ", ".join(runs.pipelines_under(outputs)) or "none"
             print(f"rankpipe: {e}; pipelines under {outputs}: {known}", file=sys.stderr)
             return 1
-        root = os.path.dirname(os.path.abspath(path))
-        on_disk = runs.human_size(runs.tree_bytes(root) or 0)
+        sizes = runs.tree_sizes(root)  # one walk: the header's total and every run's artifacts
+        rows = runs.list_runs(store, root, sizes)
+        on_disk = runs.human_size(sizes.get(os.path.normpath(root), 0))
         print(
             ("\n" if i else "")
             + f"{name}: {len(rows)} run(s), newest first ({path}; {on_disk} under {root})"

@@ -89,28 +89,43 @@ HEADER = ["when", "collection", "model", "main metric vs first stage", "verdict"
 
 def human_size(n: int) -> str:
     """Bytes as du -h would say them, in powers of 1024 (12 KB, 3.4 GB)."""
-    size = float(n)
-    for unit in ("B", "KB", "MB", "GB"):
-        if size < 1024 or unit == "GB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{size:.1f} GB"  # unreachable: GB is the last unit
+    if n < 1024:
+        return f"{n} B"
+    size, unit = n / 1024, "KB"
+    for bigger in ("MB", "GB"):
+        if size < 1024:
+            break
+        size, unit = size / 1024, bigger
+    return f"{size:.1f} {unit}"
 
 
-def tree_bytes(uri: str) -> int | None:
-    """Bytes under a local file or directory (0 when it is gone); None for a remote URI
-    (gs://...: listing a bucket to size it is not worth a table row)."""
+def tree_sizes(root: str) -> dict[str, int]:
+    """Bytes under each directory and file below `root` (root included), by normalised path,
+    from one walk (du's answer for every path at once; symbolic links are not counted)."""
+    sizes: dict[str, int] = {}
+    for directory, subdirs, files in os.walk(root, topdown=False):
+        total = 0
+        for name in files:
+            path = os.path.join(directory, name)
+            if not os.path.islink(path):
+                sizes[path] = os.path.getsize(path)
+                total += sizes[path]
+        sizes[directory] = total + sum(sizes.get(os.path.join(directory, d), 0) for d in subdirs)
+    return {os.path.normpath(path): size for path, size in sizes.items()}
+
+
+def tree_bytes(uri: str, sizes: dict[str, int] | None = None) -> int | None:
+    """Bytes under a local file or directory (0 when it is gone), looked up in `sizes`
+    (tree_sizes of a directory above it) when given; None for a remote URI (gs://...: listing a
+    bucket to size it is not worth a table row)."""
     if "://" in uri:
         return None
-    if os.path.isfile(uri):
-        return os.path.getsize(uri)
-    total = 0
-    for root, _, files in os.walk(uri):
-        for name in files:
-            path = os.path.join(root, name)
-            if not os.path.islink(path):
-                total += os.path.getsize(path)
-    return total
+    path = os.path.normpath(uri)
+    if sizes is not None and path in sizes:
+        return sizes[path]
+    if os.path.isfile(path):
+        return os.path.getsize(path)
+    return tree_sizes(path).get(path, 0)
 
 
 def open_store(path: str) -> metadata_store.MetadataStore:
@@ -134,10 +149,13 @@ def _model_label(custom_config: dict) -> str:
 
 
 def list_runs(
-    store: metadata_store.MetadataStore, pipeline_root: str | None = None
+    store: metadata_store.MetadataStore,
+    pipeline_root: str | None = None,
+    sizes: dict[str, int] | None = None,
 ) -> list[RunRow]:
     """Every pipeline run in the store, newest first. With `pipeline_root` (where its logs/
-    are) the newest unfinished run shows as running while a `rankpipe run` is live there."""
+    are) the newest unfinished run shows as running while a `rankpipe run` is live there.
+    `sizes`: tree_sizes of the pipeline root, so artifacts are not walked again."""
     contexts = store.get_contexts_by_type("pipeline_run")
     rows = []
     for ctx in contexts:
@@ -164,7 +182,7 @@ def list_runs(
             elif short.endswith("Trainer"):  # TFX's, RankingTrainer, the replica Trainers
                 row.model = _model_label(_json_prop(execution, "custom_config"))
         artifacts, art_types = output_artifacts(store, [e.id for e in executions])
-        row.written_bytes = _written_bytes(store, executions)
+        row.written_bytes = _written_bytes(store, executions, sizes)
         for artifact in artifacts:
             kind = art_types.get(artifact.type_id)
             if kind == "ModelEvaluation" and prop(artifact, MAIN_METRIC):
@@ -188,14 +206,16 @@ def list_runs(
     return rows
 
 
-def _written_bytes(store: metadata_store.MetadataStore, executions: list) -> int | None:
+def _written_bytes(
+    store: metadata_store.MetadataStore, executions: list, sizes: dict[str, int] | None
+) -> int | None:
     """Disk of the output artifacts of the run's executions that ran (not CACHED: a cached
-    execution's outputs belong to the run that wrote them)."""
+    execution's outputs belong to the run that wrote them), from `sizes` where it has them."""
     ran = [e.id for e in executions if e.last_known_state != metadata_store_pb2.Execution.CACHED]
     if not ran:
         return 0
-    sizes = [tree_bytes(a.uri) for a in output_artifacts(store, ran)[0] if a.uri]
-    return None if any(size is None for size in sizes) else sum(sizes)  # type: ignore[misc]
+    written = [tree_bytes(a.uri, sizes) for a in output_artifacts(store, ran)[0] if a.uri]
+    return None if any(size is None for size in written) else sum(written)  # type: ignore[misc]
 
 
 def live_run_pids(pipeline_root: str) -> list[int]:

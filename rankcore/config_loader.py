@@ -334,6 +334,11 @@ def _convert(tp: Any, value: Any, origin: _Origin, key: str) -> Any:
             raise ConfigError(f"{origin.at(key)}: expected true/false, got {_describe(value)}")
         return value
     if tp is str:
+        if isinstance(value, bool):  # YAML 1.1, as PyYAML reads it: off/no -> false, on/yes -> true
+            raise ConfigError(
+                f"{origin.at(key)}: expected a string, got {_describe(value)} (YAML reads an "
+                'unquoted off, no, on or yes as true/false: quote it, e.g. "off")'
+            )
         if not isinstance(value, str):
             raise ConfigError(f"{origin.at(key)}: expected a string, got {_describe(value)}")
         return value

@@ -41,6 +41,20 @@ def _tfx_staging_copies_removed():
         shutil.rmtree(Path(sdist).parents[3], ignore_errors=True)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _a_cpu_without_bfloat16():
+    """Every test runs on a CPU without native bfloat16, whatever the host has, so its figures
+    and tolerances do not depend on the host: `mixed_precision: auto` would otherwise pick
+    mixed_bfloat16 for the pretrained transformers on a host with AVX512_BF16 or AMX
+    (trainer_module/hardware.py). The bfloat16 path is tested with simulated flags
+    (tests/trainer_module/test_trainer_precision.py) and with an explicit policy."""
+    from trainer_module import hardware
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(hardware, "CPUINFO", os.devnull)
+        yield
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     """Real test collections: $RANKPIPE_SHARED_DATA, default <repo>/../shared/data.

@@ -476,6 +476,17 @@ MUTATIONS: tuple[Mutation, ...] = (
         tests=("tests/trainer_module/test_trainer_export.py::test_run_fn_end_to_end_and_resume",),
     ),
     Mutation(
+        name="cpu-bfloat16-never-picked",
+        promise="mixed_precision auto picks bfloat16 for the transformers on a CPU that has it",
+        file="trainer_module/hardware.py",
+        find="            native = bool(cpu_flags() & CPU_BF16_FLAGS)\n",
+        replace="            native = False\n",
+        tests=(
+            "tests/trainer_module/test_trainer_precision.py::"
+            "test_auto_takes_bfloat16_on_a_cpu_that_has_it",
+        ),
+    ),
+    Mutation(
         name="bm25-stemmer-not-wired",
         promise="the configured stemmer reaches the pipeline's BM25 (documents as queries)",
         file="components/ranking_datagen/passes.py",

@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 from rankcore import config_loader
 from trainer_module.config_rules import choice as _choice
 from trainer_module.config_rules import require as _require
+from trainer_module.config_rules import training_only
 from trainer_module.loss_registry import LOSS_NAMES
 from trainer_module.models.registry import MODEL_NAMES, PRETRAINED_MODEL_NAMES, offers_towers
 from trainer_module.ranking_config import RankingConfig
@@ -236,7 +237,7 @@ class TrainerConfig:
     # The training loss over each group's scores (recipe.type sampled_groups and
     # frozen_documents): pairwise_hinge, pairwise_logistic, pointwise_sigmoid or
     # listwise_softmax (softmax cross-entropy over the group).
-    loss: str = "pairwise_hinge"
+    loss: str = training_only("pairwise_hinge")
     # pairwise_hinge: each (more relevant, less relevant) pair of a group costs
     # max(0, hinge_margin - (score difference)).
     hinge_margin: float = 1.0
@@ -245,7 +246,7 @@ class TrainerConfig:
     max_label: float = 3.0
     # The scale of a dual encoder's cosine in its training softmax (recipe.type in_batch and
     # frozen_documents; sentence-transformers' MultipleNegativesRankingLoss uses 20).
-    in_batch_scale: float = 20.0
+    in_batch_scale: float = training_only(20.0)
 
     # How the exported model ranks a candidate list (`fusion` with the first stage, dense
     # pseudo-relevance `feedback`), chosen on the dev queries after training.
@@ -258,12 +259,12 @@ class TrainerConfig:
     train_steps: int = 1000
     # Training groups (a query with its candidates) per micro-batch over all replicas;
     # divisible by the number of replicas.
-    batch_size: int = 32
+    batch_size: int = training_only(32)
     # Candidates per batch when scoring or embedding the dev split (validation, fusion).
     eval_batch_size: int = 256
     # Micro-batches whose gradients are summed into one optimizer step.
-    grad_accumulation_steps: int = 1
-    shuffle_buffer: int = 10000  # training groups held by the shuffle buffer
+    grad_accumulation_steps: int = training_only(1)
+    shuffle_buffer: int = training_only(10000)  # training groups held by the shuffle buffer
     # Seeds the initial weights, dropout and the training data order (the same run twice
     # trains the same model).
     seed: int = 42
@@ -273,32 +274,39 @@ class TrainerConfig:
     # Optimization.
 
     # Peak learning rate of the non-encoder variables (kernels, heads, ...).
-    learning_rate: float = 1e-3
+    learning_rate: float = training_only(1e-3)
     # Peak learning rate of the variables matching encoder_patterns.
-    encoder_learning_rate: float = 1e-4
+    encoder_learning_rate: float = training_only(1e-4)
     # Regexes (re.search) over variable names: the matching variables are the encoder,
     # trained at encoder_learning_rate.
     encoder_patterns: list[str] = field(default_factory=lambda: ["embedding", "encoder"])
-    warmup_steps: int = 0  # optimizer steps of linear warmup from 0 to the peak rates
+    # Optimizer steps of linear warmup from 0 to the peak rates.
+    warmup_steps: int = training_only(0)
     # Learning-rate decay from the end of warmup to the last step: linear or cosine (to
     # end_learning_rate_fraction of the peak) or exponential (to exponential_decay_rate).
-    decay: str = "linear"
-    end_learning_rate_fraction: float = 0.0  # linear/cosine floor, as a fraction of peak
-    exponential_decay_rate: float = 0.01  # exponential: lr factor reached at the last step
-    weight_decay: float = 0.01  # AdamW's decoupled weight decay (0: plain Adam)
+    decay: str = training_only("linear")
+    # linear/cosine floor, as a fraction of peak
+    end_learning_rate_fraction: float = training_only(0.0)
+    # exponential: lr factor reached at the last step
+    exponential_decay_rate: float = training_only(0.01)
+    weight_decay: float = training_only(0.01)  # AdamW's decoupled weight decay (0: plain Adam)
     # Regexes (re.search) over variable names exempt from weight decay.
     weight_decay_exclude: list[str] = field(
         default_factory=lambda: ["layer_norm", "LayerNorm", "bias"]
     )
-    adam_epsilon: float = 1e-6  # Adam's epsilon (added to the root of the second moment)
-    clip_norm: float = 1.0  # 0 disables clipping
+    # Adam's epsilon (added to the root of the second moment)
+    adam_epsilon: float = training_only(1e-6)
+    clip_norm: float = training_only(1.0)  # 0 disables clipping
     # Regexes (re.search) over variable names: the matching variables are not trained.
     freeze_patterns: list[str] = field(default_factory=list)
 
     # Hardware.
 
-    # auto: bfloat16 on TPU and on GPUs with native bf16 (compute capability >= 8), else off
-    # (float32); float16 (explicit only) uses dynamic loss scaling.
+    # auto: bfloat16 on TPU, on GPUs with native bf16 (compute capability >= 8) and, for the
+    # pretrained transformers (bert, dual_encoder), on CPUs with native bf16 (AVX512_BF16 or
+    # AMX in /proc/cpuinfo); else off (float32; quote it in YAML, "off"). float16 (explicit
+    # only) uses dynamic loss scaling. Vectors and scores are served in float32 whatever the
+    # policy.
     mixed_precision: str = "auto"
     # auto: TPU if tpu_name, MultiWorkerMirrored if TF_CONFIG names several tasks (the Trainer
     # run as replicas, runner.kubeflow.trainer_replicas), Mirrored if > 1 GPU, else default.

@@ -10,6 +10,7 @@ import tensorflow as tf
 import tf_keras as keras
 
 from trainer_module.config import TrainerConfig
+from trainer_module.models.registry import bf16_pays_on_cpu
 
 
 def tf_config_tasks(environ: dict[str, str] | None = None) -> int:
@@ -63,21 +64,48 @@ def make_strategy(cfg: TrainerConfig) -> tf.distribute.Strategy:
     return strategy
 
 
+# The x86 feature flags of a CPU whose oneDNN kernels multiply bfloat16 natively: AVX512_BF16
+# (Cooper Lake, Zen 4 and later) and AMX (Sapphire Rapids and later). Without them TensorFlow
+# emulates bfloat16 in float32, slower than float32 itself.
+CPU_BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
+CPUINFO = "/proc/cpuinfo"
+
+
+def cpu_flags(cpuinfo: str | None = None) -> frozenset[str]:
+    """The processor's feature flags as Linux lists them in `cpuinfo` (default CPUINFO; empty
+    where there is none, e.g. macOS: float32 there). Read by hand: TensorFlow 2.16 has no
+    public query for them, and py-cpuinfo would be a dependency for one line of a text file."""
+    try:
+        with open(cpuinfo or CPUINFO, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return frozenset(line.partition(":")[2].split())
+    except OSError:
+        pass
+    return frozenset()
+
+
 def precision_policy(cfg: TrainerConfig, strategy: tf.distribute.Strategy) -> str:
-    """auto: bfloat16 on TPU and on GPUs with native bf16 (compute capability >= 8), else off.
+    """auto: bfloat16 on TPU, on GPUs with native bf16 (compute capability >= 8), and on CPUs
+    with native bf16 (CPU_BF16_FLAGS) for the models whose registry entry says bf16 pays on a
+    CPU (the pretrained transformers); else off (float32). What it gains and costs on each
+    shipped config: docs/speed.md "bfloat16 on the CPU".
 
     float16 (explicit only) uses dynamic loss scaling in the train step.
     """
     mode = cfg.mixed_precision
     if mode == "auto":
+        gpus = tf.config.list_physical_devices("GPU")
         if isinstance(strategy, tf.distribute.TPUStrategy):
             mode = "bfloat16"
-        else:
-            gpus = tf.config.list_physical_devices("GPU")
+        elif gpus:
             caps = [
                 tf.config.experimental.get_device_details(g).get("compute_capability") for g in gpus
             ]
-            mode = "bfloat16" if gpus and all(c and c[0] >= 8 for c in caps) else "off"
+            mode = "bfloat16" if all(c and c[0] >= 8 for c in caps) else "off"
+        else:
+            native = bool(cpu_flags() & CPU_BF16_FLAGS)
+            mode = "bfloat16" if native and bf16_pays_on_cpu(cfg.model) else "off"
     return {"off": "float32", "float16": "mixed_float16", "bfloat16": "mixed_bfloat16"}[mode]
 
 

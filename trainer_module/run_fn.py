@@ -225,7 +225,11 @@ def fit(
         dev = controller.exported_dev_scores(restored_best)
         seconds["dev_scoring"] = time.monotonic() - t0
     result.fusion = choose_fusion(cfg, dev, result, seconds)
-    result.recipe = recipe.describe()
+    policy = keras.mixed_precision.global_policy().name
+    result.recipe = [
+        *recipe.describe(),
+        f"precision `{policy}` (trainer.mixed_precision `{cfg.mixed_precision}`)",
+    ]
     return Fitted(controller, recipe, tower, result)
 
 

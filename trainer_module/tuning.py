@@ -157,9 +157,10 @@ def make_oracle(tuner: TunerConfig, objective: str) -> keras_tuner.Oracle:
         if key not in conditional:
             hp.Choice(key, [encode(v) for v in values], ordered=False)
     trained = trained_values(tuner.space)
-    for key in conditional:  # searched only where training happens (tuning_config.py)
-        with hp.conditional_scope("train_steps", [encode(v) for v in trained or []]):
-            hp.Choice(key, [encode(v) for v in tuner.space[key]], ordered=False)
+    if trained is not None:  # some keys are searched only where training happens
+        for key in conditional:  # (tuning_config.py)
+            with hp.conditional_scope("train_steps", [encode(v) for v in trained]):
+                hp.Choice(key, [encode(v) for v in tuner.space[key]], ordered=False)
     cls = {
         "grid": keras_tuner.oracles.GridSearchOracle,
         "random": keras_tuner.oracles.RandomSearchOracle,

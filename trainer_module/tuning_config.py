@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from rankcore import config_loader
+from trainer_module.config import TrainerConfig
+from trainer_module.config_rules import training_only_keys
 
 ALGORITHMS = ("grid", "random")
 # Keys of best_hyperparameters.txt beside KerasTuner's own ("space", "values"): every trial's
@@ -76,29 +78,9 @@ def decode(text: str) -> Any:
     return json.loads(text)
 
 
-# Trainer keys that only shape training: with `train_steps: 0` (zero-shot) they change nothing,
-# so the search does not vary them there (a space of train_steps [0, 600] and learning_rate
-# [5e-5, 1e-4] is three trials, not four with zero-shot twice). Conservative on purpose: a key
-# missing here is still searched at 0 steps (a wasted trial, never a wrong choice).
-TRAINING_ONLY_KEYS = frozenset(
-    {
-        "learning_rate",
-        "encoder_learning_rate",
-        "warmup_steps",
-        "decay",
-        "end_learning_rate_fraction",
-        "exponential_decay_rate",
-        "weight_decay",
-        "adam_epsilon",
-        "clip_norm",
-        "batch_size",
-        "grad_accumulation_steps",
-        "shuffle_buffer",
-        "loss",
-        "in_batch_scale",
-        "recipe.frozen_documents.train_score",
-    }
-)
+# Trainer keys that only shape training, as their fields are marked (config_rules.py
+# training_only): the search varies them only where it trains.
+TRAINING_ONLY_KEYS = training_only_keys(TrainerConfig)
 
 
 def trained_values(space: dict[str, list[Any]]) -> list[Any] | None:

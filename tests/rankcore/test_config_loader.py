@@ -50,3 +50,16 @@ def test_a_moved_key_in_a_file_and_a_set_names_its_new_place(old, new):
     top = new.removeprefix("trainer.")
     with pytest.raises(ConfigError, match=f"--set inner.{old}: inner.{old} is now {top}$"):
         config_loader.check_key(_Top, f"inner.{old}")
+
+
+def test_an_unquoted_yaml_off_for_a_string_says_to_quote_it(tmp_path):
+    """YAML 1.1 (PyYAML) reads `name: off` as false: the error names the key, the cause and
+    the fix, and the quoted value loads."""
+    path = tmp_path / "p.yaml"
+    path.write_text("inner:\n  name: off\n")
+    with pytest.raises(ConfigError, match=r'inner.name: expected a string, got bool False .*"off"'):
+        config_loader.build(_Top, config_loader.load_yaml(path), str(path), "")
+    path.write_text('inner:\n  name: "off"\n')
+    assert (
+        config_loader.build(_Top, config_loader.load_yaml(path), str(path), "").inner.name == "off"
+    )

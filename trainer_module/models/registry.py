@@ -76,14 +76,21 @@ class ModelEntry:
     # in-batch and frozen-documents recipes, dev scoring that embeds each text once and the
     # embed signatures of the export need them.
     towers: bool = False
+    # mixed_bfloat16 speeds it on a CPU with native bfloat16 and keeps its quality, so
+    # `mixed_precision: auto` picks it there (trainer_module/hardware.py). The pretrained
+    # transformers: matrix products are nearly all their time, and their vectors stay within
+    # a cosine of 1e-3 of float32's (docs/speed.md "bfloat16 on the CPU"). Not KNRM or Conv-KNRM:
+    # their exact-match kernel (sigma 0.001 around cosine 1) is finer than bfloat16's 8-bit
+    # mantissa, and their time is not in matrix products.
+    bf16_on_cpu: bool = False
 
 
 _REGISTRY: dict[str, ModelEntry] = {
     "knrm": ModelEntry(_knrm),
     "conv_knrm": ModelEntry(_conv_knrm),
     "transformer": ModelEntry(_transformer),
-    "bert": ModelEntry(_bert, pretrained=True),
-    "dual_encoder": ModelEntry(_dual_encoder, pretrained=True, towers=True),
+    "bert": ModelEntry(_bert, pretrained=True, bf16_on_cpu=True),
+    "dual_encoder": ModelEntry(_dual_encoder, pretrained=True, towers=True, bf16_on_cpu=True),
 }
 
 
@@ -97,6 +104,13 @@ def offers_towers(model: str) -> bool:
     """Whether model `model` has separate query and document towers (embed_query/embed_doc)."""
     entry = _REGISTRY.get(model)
     return bool(entry and entry.towers)
+
+
+def bf16_pays_on_cpu(model: str) -> bool:
+    """Whether `mixed_precision: auto` may pick bfloat16 for model `model` on a CPU that has
+    it natively (ModelEntry.bf16_on_cpu)."""
+    entry = _REGISTRY.get(model)
+    return bool(entry and entry.bf16_on_cpu)
 
 
 def model_names() -> list[str]:

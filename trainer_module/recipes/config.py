@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 
-from trainer_module.config_rules import choice, require
+from trainer_module.config_rules import choice, require, training_only
 from trainer_module.recipes.registry import RECIPES
 
 # The recipes a config can choose, from the registry (zero_shot is no `type`: train_steps 0
@@ -36,7 +36,7 @@ class FrozenDocumentsConfig:
     # What the list loss scores: `own`, the query tower's own cosine (the tower learns to rank
     # alone); `served`, the score the model serves, (1 - w) * its cosine + w * the frozen
     # companion's, so the tower learns what the companion misses (needs a companion).
-    train_score: str = "own"
+    train_score: str = training_only("own")
 
     def __post_init__(self) -> None:
         require(

@@ -4,6 +4,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "trainer_module"))
 import bert_testdata  # noqa: E402  (the tiny checkpoint and the numpy reference forward)
@@ -11,6 +12,7 @@ import bert_testdata  # noqa: E402  (the tiny checkpoint and the numpy reference
 from rankcore.encoders.sentence import SentenceEncoder  # noqa: E402
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *(f"w{i}" for i in range(20))]
+TEXTS = [[5, 6, 7], [8], [], [9, 10, 11, 12, 13, 14, 15], [5, 6, 7]]
 
 
 def _reference(tensors: dict, ids: list[int]) -> np.ndarray:
@@ -92,3 +94,34 @@ def test_mpnet_checkpoints_are_refused_as_the_trainers_model(tmp_path: Path) -> 
     bert_testdata.write_mpnet_checkpoint(str(tmp_path / "mpnet"), VOCAB)
     with pytest.raises(ValueError, match="MPNet runs as a sentence encoder only"):
         hf_checkpoint.open_checkpoint(str(tmp_path / "mpnet"), "dual_encoder", 29, None, 10)
+
+
+@pytest.mark.parametrize("kind", ["bert", "mpnet"])
+def test_mixed_bfloat16_vectors_are_float32_and_near_the_reference(
+    kind: str, tmp_path: Path
+) -> None:
+    """Under mixed_bfloat16 (what `mixed_precision: auto` picks on a CPU with AVX512_BF16) the
+    encoder runs, MPNet's relative bias included, and its vectors are float32 within
+    bfloat16's rounding of the float32 reference."""
+    import tf_keras as keras
+
+    path = str(tmp_path / kind)
+    if kind == "mpnet":
+        tensors = bert_testdata.write_mpnet_checkpoint(path, VOCAB)
+        config = bert_testdata.TINY_MPNET_CONFIG
+        reference = [
+            bert_testdata.reference_mpnet_embedding(tensors, config, [i + 4 for i in t])
+            for t in TEXTS
+        ]
+    else:
+        tensors = bert_testdata.write_checkpoint(path, VOCAB, pooler=False)
+        reference = [_reference(tensors, t) for t in TEXTS]
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    try:
+        got = SentenceEncoder(path).embed(TEXTS)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    assert got.dtype == np.float32
+    cosine = (got / np.linalg.norm(got, axis=1, keepdims=True) * np.stack(reference)).sum(1)
+    assert cosine.min() > 0.99
+    assert not np.allclose(got, np.stack(reference), atol=2e-5)  # bfloat16 did the work
