@@ -125,7 +125,12 @@ def tree_bytes(uri: str, sizes: dict[str, int] | None = None) -> int | None:
         return sizes[path]
     if os.path.isfile(path):
         return os.path.getsize(path)
-    return tree_sizes(path).get(path, 0)
+    return sum(  # one total: no per-file table (tree_sizes) to build for it
+        os.path.getsize(os.path.join(directory, name))
+        for directory, _, files in os.walk(path)
+        for name in files
+        if not os.path.islink(os.path.join(directory, name))
+    )
 
 
 def open_store(path: str) -> metadata_store.MetadataStore:

@@ -34,7 +34,7 @@ import json
 import math
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 import tensorflow as tf
@@ -182,6 +182,27 @@ class DocumentTower:
 
     def keys(self) -> tuple[str, ...]:
         return tuple(spec.key() for spec, _ in self.parts)
+
+    def as_encoded(self, meta: CorpusMeta) -> DocumentTower:
+        """This tower with each part's precision the one the corpus vectors (`meta`) encoded
+        the same checkpoint files at the same cut with, where they hold it under no other. A
+        compiled pipeline resolves `trainer.mixed_precision: auto` for the CorpusEncoder on the
+        machine that compiles it, a Trainer pod on its own hardware: the pod then trains
+        against those vectors rather than embed the corpus again (bfloat16 and float32
+        vectors of a document agree to a cosine of 0.9998, docs/speed.md "bfloat16 on the
+        CPU"). A part the artifact holds under no precision is left as it is."""
+        known = meta.by_key()
+        parts = []
+        for spec, scale in self.parts:
+            if spec.key() not in known:
+                same = (
+                    replace(spec, precision=e.precision)
+                    for e in meta.encoders
+                    if e.max_length == spec.max_length
+                )
+                spec = next((other for other in same if other.key() in known), spec)
+            parts.append((spec, scale))
+        return DocumentTower(tuple(parts))
 
     def write(self, directory: str) -> None:
         """DOCUMENT_TOWER_FILE in `directory` (beside a SavedModel), with the parts' keys."""

@@ -16,6 +16,14 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 # then shadow the project's components package as a namespace package. Repo root goes first.
 sys.path.insert(0, str(REPO_ROOT))
 
+# Every test runs on a CPU without native bfloat16, whatever the host has, so its figures and
+# tolerances do not depend on the host: `mixed_precision: auto` would otherwise pick
+# mixed_bfloat16 for the pretrained transformers on a host with AVX512_BF16 or AMX
+# (trainer_module/hardware.py reads the flags from RANKPIPE_CPUINFO; pipelines that tests run in
+# a subprocess inherit it). The bfloat16 path is tested with simulated flags
+# (tests/trainer_module/test_trainer_precision.py) and with an explicit policy.
+os.environ["RANKPIPE_CPUINFO"] = os.devnull
+
 
 @pytest.fixture(scope="session", autouse=True)
 def _tfx_staging_copies_removed():
@@ -39,20 +47,6 @@ def _tfx_staging_copies_removed():
     dependency_utils.build_ephemeral_package = build
     for sdist in made:  # <mkdtemp>/build/tfx/dist/tfx_ephemeral-<version>.tar.gz
         shutil.rmtree(Path(sdist).parents[3], ignore_errors=True)
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _a_cpu_without_bfloat16():
-    """Every test runs on a CPU without native bfloat16, whatever the host has, so its figures
-    and tolerances do not depend on the host: `mixed_precision: auto` would otherwise pick
-    mixed_bfloat16 for the pretrained transformers on a host with AVX512_BF16 or AMX
-    (trainer_module/hardware.py). The bfloat16 path is tested with simulated flags
-    (tests/trainer_module/test_trainer_precision.py) and with an explicit policy."""
-    from trainer_module import hardware
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(hardware, "CPUINFO", os.devnull)
-        yield
 
 
 @pytest.fixture(scope="session")

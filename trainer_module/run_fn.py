@@ -139,33 +139,47 @@ def choose_fusion(
 
 def corpus_documents(
     recipe: Recipe, tower: DocumentTower | None, uri: str | None
-) -> DocCache | None:
-    """The recipe's cache of frozen document vectors (None when its document tower trains),
-    prefilled from the corpus-vectors artifact at `uri` (None: the pipeline has no
-    CorpusEncoder) when it holds the tower's encoders; a document missing there is embedded
-    by the model as it is used."""
+) -> tuple[DocumentTower | None, DocCache | None]:
+    """(tower, cache): the recipe's cache of frozen document vectors (None when its document
+    tower trains), prefilled from the corpus-vectors artifact at `uri` (None: the pipeline has
+    no CorpusEncoder) when it holds the tower's encoders, at this Trainer's precision or another
+    (DocumentTower.as_encoded: the tower returned is the one the vectors are, which the export
+    names); a document missing there is embedded by the model as it is used."""
     cache = recipe.document_cache()
     if cache is None or tower is None or not uri:
-        return cache
-    known = corpus_vectors.read_meta(uri).by_key()
-    missing = [key for key in tower.keys() if key not in known]
+        return tower, cache
+    meta = corpus_vectors.read_meta(uri)
+    encoded = tower.as_encoded(meta)
+    for (ours, _), (theirs, _) in zip(tower.parts, encoded.parts):
+        if theirs != ours:
+            logging.info(
+                "frozen documents: the corpus vectors hold %s at precision %s, this Trainer "
+                "runs %s: it trains against those vectors (not embedded again)",
+                theirs.checkpoint_dir,
+                theirs.precision,
+                ours.precision,
+            )
+    known = meta.by_key()
+    missing = [key for key in encoded.keys() if key not in known]
     if missing:
         logging.warning(
             "corpus vectors %s hold no vectors of encoder(s) %s of this recipe's document "
-            "tower (another checkpoint, cut or precision): every document is embedded here",
+            "tower (another checkpoint or cut): every document is embedded here",
             uri,
             missing,
         )
-        return cache
+        return tower, cache
     t0 = time.monotonic()
-    cache.update(corpus_vectors.vectors_by_ids(uri, zip(tower.keys(), (s for _, s in tower.parts))))
+    cache.update(
+        corpus_vectors.vectors_by_ids(uri, zip(encoded.keys(), (s for _, s in encoded.parts)))
+    )
     logging.info(
         "frozen documents: %d document vectors from the corpus vectors %s in %.1fs",
         len(cache),
         uri,
         time.monotonic() - t0,
     )
-    return cache
+    return encoded, cache
 
 
 class Fitted(NamedTuple):
@@ -195,8 +209,11 @@ def fit(
     max_q, max_d = int(custom["max_query_length"]), int(custom["max_doc_length"])
     start = time.monotonic()
     recipe = recipe_for(cfg, steps)  # the one place the recipe is chosen
-    tower = recipe.document_tower(max_d, keras.mixed_precision.global_policy().name)
-    doc_cache = corpus_documents(recipe, tower, custom.get(CORPUS_VECTORS_URI))
+    tower, doc_cache = corpus_documents(
+        recipe,
+        recipe.document_tower(max_d, keras.mixed_precision.global_policy().name),
+        custom.get(CORPUS_VECTORS_URI),
+    )
     task = RankingTask(cfg, len(vocab), max_q, max_d, vocab, recipe)
     fingerprint = run_fingerprint(
         list(fn_args.train_files), fn_args.transform_graph_path, custom, steps

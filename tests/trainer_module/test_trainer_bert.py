@@ -8,7 +8,6 @@ import bert_testdata
 import numpy as np
 import pytest
 import tensorflow as tf
-import tfx.v1 as tfx
 import trainer_testdata
 
 from rankcore.encoders import hf_checkpoint
@@ -137,15 +136,7 @@ def test_run_fn_rejects_a_transform_graph_of_another_vocabulary(
     ckpt = str(tmp_path / "ckpt")
     bert_testdata.write_checkpoint(ckpt, VOCAB)
     cfg = _config(ckpt)
-    args = tfx.components.FnArgs(
-        train_files=trainer_testdata.split_pattern(examples_dir, "train"),
-        eval_files=trainer_testdata.split_pattern(examples_dir, "dev"),
-        train_steps=2,
-        transform_graph_path=transform_graph,
-        serving_model_dir=str(tmp_path / "Trainer" / "model" / "1" / "Format-Serving"),
-        model_run_dir=str(tmp_path / "Trainer" / "model_run" / "1"),
-        custom_config={"trainer": cfg.to_dict(), "max_query_length": 8, "max_doc_length": 16},
-    )
+    args = trainer_testdata.fn_args(tmp_path, examples_dir, transform_graph, cfg, 2)
     n = trainer_testdata.vocab_size(transform_graph)
     with pytest.raises(ValueError, match=f"TransformGraph's vocabulary has {n} tokens"):
         run_fn(args)

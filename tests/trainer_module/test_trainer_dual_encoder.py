@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the ops the exported tokenizer graph uses)
-import tfx.v1 as tfx
 import trainer_testdata
 from apache_beam.metrics.metric import MetricsFilter
 
@@ -133,29 +132,13 @@ def test_dual_encoder_in_batch_training_lowers_the_loss(
     assert batch_loss() < 0.85 * before
 
 
-def _fn_args(tmp_path, examples_dir, transform_graph, cfg, steps):
-    root = tmp_path / "pipeline" / "Trainer"
-    return tfx.components.FnArgs(
-        working_dir=str(tmp_path / "work"),
-        train_files=trainer_testdata.split_pattern(examples_dir, "train"),
-        eval_files=trainer_testdata.split_pattern(examples_dir, "dev"),
-        train_steps=steps,
-        transform_graph_path=transform_graph,
-        serving_model_dir=str(root / "model" / "1" / "Format-Serving"),
-        model_run_dir=str(root / "model_run" / "1"),
-        custom_config={
-            "trainer": cfg.to_dict(),
-            "max_query_length": trainer_testdata.MAX_Q,
-            "max_doc_length": trainer_testdata.MAX_D,
-        },
-    )
-
-
 @pytest.fixture(scope="module")
 def zero_shot(bert_checkpoint, examples_dir, transform_graph, tmp_path_factory):
     """run_fn with train_steps 0: the checkpoint exported as it is, fusion tuned on dev."""
     cfg = _config(bert_checkpoint, train_steps=0)
-    args = _fn_args(tmp_path_factory.mktemp("zs"), examples_dir, transform_graph, cfg, 0)
+    args = trainer_testdata.fn_args(
+        tmp_path_factory.mktemp("zs"), examples_dir, transform_graph, cfg, 0
+    )
     return args, run_fn(args)
 
 
@@ -504,7 +487,7 @@ def _frozen_run(tmp_path, examples_dir, transform_graph, bert_checkpoint, name, 
         encoder_learning_rate=1e-2,
         seed=seed,
     )
-    args = _fn_args(tmp_path / name, examples_dir, transform_graph, cfg, 2)
+    args = trainer_testdata.fn_args(tmp_path / name, examples_dir, transform_graph, cfg, 2)
     args.eval_files = trainer_testdata.split_pattern(examples_dir, dev)
     run_fn(args)
     return args

@@ -81,30 +81,16 @@ def test_score_examples_matches_training_scores(exported, examples_dir):
 
 def test_run_fn_end_to_end_and_resume(examples_dir, transform_graph, tmp_path, monkeypatch):
     cfg = trainer_testdata.small_config(train_steps=10, validate_every=5, checkpoint_every=5)
-    custom = {
-        "trainer": cfg.to_dict(),
-        "max_query_length": trainer_testdata.MAX_Q,
-        "max_doc_length": trainer_testdata.MAX_D,
-    }
 
-    def fn_args(execution_id: int) -> tfx.components.FnArgs:
-        trainer_root = tmp_path / "pipeline" / "Trainer"
-        return tfx.components.FnArgs(
-            working_dir=str(tmp_path / "work"),
-            train_files=trainer_testdata.split_pattern(examples_dir, "train"),
-            eval_files=trainer_testdata.split_pattern(examples_dir, "dev"),
-            train_steps=10,
-            transform_graph_path=transform_graph,
-            serving_model_dir=str(trainer_root / "model" / str(execution_id) / "Format-Serving"),
-            model_run_dir=str(trainer_root / "model_run" / str(execution_id)),
-            custom_config=custom,
-        )
+    def fn_args(execution: int) -> tfx.components.FnArgs:
+        return trainer_testdata.fn_args(tmp_path, examples_dir, transform_graph, cfg, 10, execution)
 
     args = fn_args(7)
+    custom = args.custom_config
     ckpts = checkpoint_dir(
         args.model_run_dir, run_fingerprint(args.train_files, transform_graph, custom, 10)
     )
-    assert ckpts.startswith(str(tmp_path / "pipeline" / "Trainer" / "checkpoints"))
+    assert ckpts.startswith(str(tmp_path / "Trainer" / "checkpoints"))
     result = run_fn(args)
     assert result.steps == 10
     assert tf.saved_model.contains_saved_model(args.serving_model_dir)
@@ -155,22 +141,8 @@ def test_keep_finished_checkpoints_keeps_them(examples_dir, transform_graph, tmp
     cfg = trainer_testdata.small_config(
         train_steps=4, validate_every=0, checkpoint_every=4, keep_finished_checkpoints=True
     )
-    custom = {
-        "trainer": cfg.to_dict(),
-        "max_query_length": trainer_testdata.MAX_Q,
-        "max_doc_length": trainer_testdata.MAX_D,
-    }
-    trainer_root = tmp_path / "Trainer"
-    args = tfx.components.FnArgs(
-        working_dir=str(tmp_path / "work"),
-        train_files=trainer_testdata.split_pattern(examples_dir, "train"),
-        eval_files=trainer_testdata.split_pattern(examples_dir, "dev"),
-        train_steps=4,
-        transform_graph_path=transform_graph,
-        serving_model_dir=str(trainer_root / "model" / "1" / "Format-Serving"),
-        model_run_dir=str(trainer_root / "model_run" / "1"),
-        custom_config=custom,
-    )
+    args = trainer_testdata.fn_args(tmp_path, examples_dir, transform_graph, cfg, 4)
+    custom = args.custom_config
     run_fn(args)
     ckpts = checkpoint_dir(
         args.model_run_dir, run_fingerprint(args.train_files, transform_graph, custom, 4)
@@ -180,15 +152,7 @@ def test_keep_finished_checkpoints_keeps_them(examples_dir, transform_graph, tmp
 
 def test_run_fn_divergence_exports_nothing(examples_dir, transform_graph, tmp_path):
     cfg = trainer_testdata.small_config(max_loss=1e-6)
-    args = tfx.components.FnArgs(
-        train_files=trainer_testdata.split_pattern(examples_dir, "train"),
-        eval_files=trainer_testdata.split_pattern(examples_dir, "dev"),
-        train_steps=5,
-        transform_graph_path=transform_graph,
-        serving_model_dir=str(tmp_path / "Trainer" / "model" / "1" / "Format-Serving"),
-        model_run_dir=str(tmp_path / "Trainer" / "model_run" / "1"),
-        custom_config={"trainer": cfg.to_dict(), "max_query_length": 8, "max_doc_length": 16},
-    )
+    args = trainer_testdata.fn_args(tmp_path, examples_dir, transform_graph, cfg, 5)
     with pytest.raises(Exception, match="step 1") as info:
         run_fn(args)
     # What `rankpipe run` prints for it: the error named, and the learning-rate fix.

@@ -237,8 +237,8 @@ def test_with_corpus_vectors_the_recipe_embeds_no_document(
     _write_corpus_vectors(
         uri, spec, {d: (ids, model_vectors[tuple(ids)]) for d, ids in texts.items()}
     )
-    cache = run_fn.corpus_documents(recipe, tower, uri)
-    assert len(cache) == len(set(map(tuple, texts.values())))
+    taken, cache = run_fn.corpus_documents(recipe, tower, uri)
+    assert taken == tower and len(cache) == len(set(map(tuple, texts.values())))
     prefilled = dict(cache)
     controller = trainer_testdata.make_controller(
         cfg, lists_examples_dir, transform_graph, str(tmp_path / "work"), doc_cache=cache
@@ -247,12 +247,20 @@ def test_with_corpus_vectors_the_recipe_embeds_no_document(
     controller.score_dev()
     assert controller.doc_cache is cache and cache.keys() == prefilled.keys()
     assert all(cache[k] is prefilled[k] for k in cache)  # none embedded again
-    # No artifact (no CorpusEncoder), or one without this tower's encoder: an empty cache.
-    assert run_fn.corpus_documents(recipe, tower, None) == {}
+    # A Trainer under another precision than the CorpusEncoder's (a compiled pipeline
+    # resolves `auto` where it compiles, a pod where it runs) takes the vectors as they are,
+    # and names them as its tower (the export's document_tower.json, which the evaluator reads).
+    bfloat16 = recipe.document_tower(trainer_testdata.MAX_D, "mixed_bfloat16")
+    assert bfloat16 != tower
+    taken, again = run_fn.corpus_documents(recipe, bfloat16, uri)
+    assert taken == tower and again.keys() == prefilled.keys()
+    # No artifact (no CorpusEncoder), or one without this tower's encoder at its cut: an empty
+    # cache, the tower as the recipe gave it.
+    assert run_fn.corpus_documents(recipe, tower, None) == (tower, {})
     other = corpus_vectors.DocumentTower.with_companion(
         corpus_vectors.EncoderSpec(bert_checkpoint, trainer_testdata.MAX_D + 1), None, 0.5
     )
-    assert run_fn.corpus_documents(recipe, other, uri) == {}
+    assert run_fn.corpus_documents(recipe, other, uri) == (other, {})
 
 
 def test_frozen_documents_refuse_sampled_groups_and_other_settings(

@@ -71,11 +71,9 @@ def test_mixed_precision_smoke(mode, restore_policy, examples_dir, transform_gra
     assert controller.model.variables[0].dtype == tf.float32  # master weights stay float32
 
 
-def _zero_shot_export(tmp_path, examples_dir, transform_graph, checkpoint) -> str:
+def _export_after_two_steps(tmp_path, examples_dir, transform_graph, checkpoint) -> str:
     """run_fn on the tiny dual encoder with 2 training steps (`mixed_precision: auto`): the
     exported SavedModel's directory."""
-    import tfx.v1 as tfx
-
     from trainer_module.run_fn import run_fn
 
     cfg = trainer_testdata.small_config(
@@ -85,24 +83,9 @@ def _zero_shot_export(tmp_path, examples_dir, transform_graph, checkpoint) -> st
         learning_rate=1e-4,  # a fine-tuning rate: small_config's 1e-2 scrambles the tiny BERT
         encoder_learning_rate=1e-4,
     )
-    serving = str(tmp_path / "model")
-    run_fn(
-        tfx.components.FnArgs(
-            working_dir=str(tmp_path / "work"),
-            train_files=trainer_testdata.split_pattern(examples_dir, "train"),
-            eval_files=trainer_testdata.split_pattern(examples_dir, "dev"),
-            train_steps=2,
-            transform_graph_path=transform_graph,
-            serving_model_dir=serving,
-            model_run_dir=str(tmp_path / "model_run"),
-            custom_config={
-                "trainer": cfg.to_dict(),
-                "max_query_length": trainer_testdata.MAX_Q,
-                "max_doc_length": trainer_testdata.MAX_D,
-            },
-        )
-    )
-    return serving
+    args = trainer_testdata.fn_args(tmp_path, examples_dir, transform_graph, cfg, 2)
+    run_fn(args)
+    return args.serving_model_dir
 
 
 def test_a_bfloat16_model_serves_float32_vectors(
@@ -124,7 +107,7 @@ def test_a_bfloat16_model_serves_float32_vectors(
     for flags in ("avx512_bf16", ""):
         cpuinfo.write_text(CPUINFO.format(extra=flags))
         monkeypatch.setattr(hardware, "CPUINFO", str(cpuinfo))
-        model_dir = _zero_shot_export(
+        model_dir = _export_after_two_steps(
             tmp_path / (flags or "none"), examples_dir, transform_graph, bert_checkpoint
         )
         with open(f"{model_dir}/{MODEL_DESCRIPTION_FILE}") as f:

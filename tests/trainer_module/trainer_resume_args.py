@@ -4,9 +4,6 @@ A SimpleNamespace with FnArgs' attribute names: importing tfx costs the subproce
 (test_trainer_export covers run_fn with the real tfx FnArgs).
 """
 
-import os
-from types import SimpleNamespace
-
 import trainer_testdata
 
 STEPS = 20
@@ -23,17 +20,6 @@ def fn_args(examples: str, transform_graph: str, root: str, execution_id: int):
         log_every=1,
         keep_finished_checkpoints=True,
     )
-    trainer_root = os.path.join(root, "Trainer")
-    return SimpleNamespace(
-        train_files=[os.path.join(examples, "Split-train", "*")],
-        eval_files=[os.path.join(examples, "Split-dev", "*")],
-        train_steps=STEPS,
-        transform_graph_path=transform_graph,
-        serving_model_dir=os.path.join(trainer_root, "model", str(execution_id), "Format-Serving"),
-        model_run_dir=os.path.join(trainer_root, "model_run", str(execution_id)),
-        custom_config={
-            "trainer": cfg.to_dict(),
-            "max_query_length": trainer_testdata.MAX_Q,
-            "max_doc_length": trainer_testdata.MAX_D,
-        },
+    return trainer_testdata.fn_args(
+        root, examples, transform_graph, cfg, STEPS, execution_id, real=False
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import random
 import tempfile
+import types
 
 import tensorflow as tf
 
@@ -171,6 +172,36 @@ def read_records(pattern: str) -> list[bytes]:
 # --------------------------------------------------------------------------- trainer helpers
 
 MAX_Q, MAX_D = 8, 16
+
+
+def fn_args(
+    root, examples: str, transform_graph: str, cfg, steps: int, execution: int = 1, real=True
+):
+    """FnArgs as the Trainer component hands them to run_fn: the testdata's train and dev
+    splits, `cfg` (a TrainerConfig) at the testdata's lengths, and execution `execution`'s
+    serving and model_run directories in TFX's layout under `root`/Trainer (the checkpoints go
+    beside them, trainer_module/checkpointing.py). `real=False`: a SimpleNamespace with the same
+    attributes, for a subprocess that should not pay tfx's import (about 20 s)."""
+    trainer = os.path.join(str(root), "Trainer")
+    args = dict(
+        working_dir=os.path.join(str(root), "work"),
+        train_files=split_pattern(examples, "train"),
+        eval_files=split_pattern(examples, "dev"),
+        train_steps=steps,
+        transform_graph_path=transform_graph,
+        serving_model_dir=os.path.join(trainer, "model", str(execution), "Format-Serving"),
+        model_run_dir=os.path.join(trainer, "model_run", str(execution)),
+        custom_config={
+            "trainer": cfg.to_dict(),
+            "max_query_length": MAX_Q,
+            "max_doc_length": MAX_D,
+        },
+    )
+    if not real:
+        return types.SimpleNamespace(**args)
+    import tfx.v1 as tfx
+
+    return tfx.components.FnArgs(**args)
 
 
 def small_config(**overrides):
