@@ -21,6 +21,7 @@ import json
 import os
 import re
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ml_metadata import metadata_store
@@ -99,18 +100,23 @@ def human_size(n: int) -> str:
     return f"{size:.1f} {unit}"
 
 
+def _file_sizes(directory: str, files: list[str]) -> Iterator[tuple[str, int]]:
+    """(path, bytes) of the files of one walked directory; symbolic links are not counted."""
+    for name in files:
+        path = os.path.join(directory, name)
+        if not os.path.islink(path):
+            yield path, os.path.getsize(path)
+
+
 def tree_sizes(root: str) -> dict[str, int]:
     """Bytes under each directory and file below `root` (root included), by normalised path,
-    from one walk (du's answer for every path at once; symbolic links are not counted)."""
+    from one walk (du's answer for every path at once)."""
     sizes: dict[str, int] = {}
     for directory, subdirs, files in os.walk(root, topdown=False):
-        total = 0
-        for name in files:
-            path = os.path.join(directory, name)
-            if not os.path.islink(path):
-                sizes[path] = os.path.getsize(path)
-                total += sizes[path]
-        sizes[directory] = total + sum(sizes.get(os.path.join(directory, d), 0) for d in subdirs)
+        own = dict(_file_sizes(directory, files))
+        sizes.update(own)
+        subtotal = sum(sizes.get(os.path.join(directory, d), 0) for d in subdirs)
+        sizes[directory] = sum(own.values()) + subtotal
     return {os.path.normpath(path): size for path, size in sizes.items()}
 
 
@@ -125,12 +131,8 @@ def tree_bytes(uri: str, sizes: dict[str, int] | None = None) -> int | None:
         return sizes[path]
     if os.path.isfile(path):
         return os.path.getsize(path)
-    return sum(  # one total: no per-file table (tree_sizes) to build for it
-        os.path.getsize(os.path.join(directory, name))
-        for directory, _, files in os.walk(path)
-        for name in files
-        if not os.path.islink(os.path.join(directory, name))
-    )
+    # One total: no per-path table (tree_sizes) to build for it.
+    return sum(size for d, _, files in os.walk(path) for _, size in _file_sizes(d, files))
 
 
 def open_store(path: str) -> metadata_store.MetadataStore:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -31,7 +30,6 @@ from typing import Any
 import apache_beam as beam
 import numpy as np
 import tensorflow as tf
-import tf_keras as keras
 from apache_beam.utils import shared
 
 from components.corpus_encoder import constants
@@ -40,7 +38,7 @@ from components.ranking_datagen import collection as collection_io
 from components.ranking_datagen import dense, tokenization
 from rankcore import corpus_vectors
 from rankcore.corpus_vectors import EncoderSpec
-from rankcore.encoders.sentence import SentenceEncoder
+from rankcore.encoders.sentence import SentenceEncoder, built_under
 
 
 def wordpiece_of(encoder: SentenceEncoder, checkpoint_dir: str) -> tuple[np.ndarray, int]:
@@ -61,22 +59,11 @@ def document_ids(
 
 class _Loaded:
     """What a worker process holds for one encoder (a weak-referenceable object for Shared):
-    the encoder built under the spec's precision policy (the Keras global policy, which its
-    layers read when they are built: set for the construction only, under a lock, and put
-    back, since other components may share this process)."""
+    the encoder built under the spec's precision policy (sentence.built_under)."""
 
     def __init__(self, spec: EncoderSpec):
-        with _POLICY_LOCK:
-            previous = keras.mixed_precision.global_policy()
-            keras.mixed_precision.set_global_policy(spec.precision)
-            try:
-                self.encoder = SentenceEncoder(spec.checkpoint_dir)
-            finally:
-                keras.mixed_precision.set_global_policy(previous)
+        self.encoder = built_under(spec.precision, lambda: SentenceEncoder(spec.checkpoint_dir))
         self.model, self.unk = wordpiece_of(self.encoder, spec.checkpoint_dir)
-
-
-_POLICY_LOCK = threading.Lock()
 
 
 def _acquire(handle: shared.Shared, spec: EncoderSpec) -> _Loaded:

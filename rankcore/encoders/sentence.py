@@ -17,13 +17,34 @@ in its vocab.txt (4: after `<s>`, `<pad>`, `</s>`, `<unk>`).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import numpy as np
 import tensorflow as tf
+import tf_keras as keras
 
 from rankcore.encoders import hf_checkpoint
 from rankcore.encoders.bert import BertEncoder
+
+T = TypeVar("T")
+_POLICY_LOCK = threading.Lock()
+
+
+def built_under(precision: str, build: Callable[[], T]) -> T:
+    """`build()` under Keras' global precision policy `precision` ("float32", "mixed_bfloat16"),
+    put back after: layers read the global policy when they are built, so it is set for the
+    construction only, under a lock, since other components (and Beam's threads) may share
+    this process. Keras has no scoped policy (tf_keras/src/mixed_precision/policy.py keeps one
+    global)."""
+    with _POLICY_LOCK:
+        previous = keras.mixed_precision.global_policy()
+        keras.mixed_precision.set_global_policy(precision)
+        try:
+            return build()
+        finally:
+            keras.mixed_precision.set_global_policy(previous)
 
 
 def frame_single(ids: tf.Tensor, cls_id: int, sep_id: int) -> tuple[tf.Tensor, ...]:

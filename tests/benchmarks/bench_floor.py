@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import re
 import resource
@@ -39,7 +38,6 @@ import shutil
 import sys
 import tempfile
 import time
-from collections import defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -47,7 +45,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tf_keras as keras  # noqa: E402
-from bench_common import readonly_store, run_cranfield_pipeline  # noqa: E402
+from bench_common import (  # noqa: E402
+    artifact_uris,
+    execution_seconds,
+    latest_uri,
+    run_cranfield_pipeline,
+    split_records,
+)
 
 from components.corpus_encoder.encode import encoder_name  # noqa: E402
 from components.ranking_evaluator import eval_examples  # noqa: E402
@@ -55,7 +59,7 @@ from pipelines.config import load_config  # noqa: E402
 from pipelines.runs import human_size, tree_bytes  # noqa: E402
 from rankcore import corpus_vectors, folds  # noqa: E402
 from rankcore.encoders import hf_checkpoint  # noqa: E402
-from rankcore.encoders.sentence import SentenceEncoder  # noqa: E402
+from rankcore.encoders.sentence import SentenceEncoder, built_under  # noqa: E402
 from trainer_module.config import TrainerConfig  # noqa: E402
 from trainer_module.models import build_model  # noqa: E402
 from trainer_module.pretrained import installed_minilm_dir, installed_mpnet_dir  # noqa: E402
@@ -81,19 +85,9 @@ def flops(texts: list[list[int]], arch: hf_checkpoint.BertArchitecture) -> float
     return float(sum(text_flops(len(t), arch) for t in texts))
 
 
-def with_policy(precision: str, build):
-    """`build()` under Keras' global precision policy `precision` (put back after)."""
-    previous = keras.mixed_precision.global_policy()
-    keras.mixed_precision.set_global_policy(precision)
-    try:
-        return build()
-    finally:
-        keras.mixed_precision.set_global_policy(previous)
-
-
 def encode_rate(checkpoint_dir: str, precision: str, texts: list[list[int]], batch: int) -> float:
     """FLOP/s of the plain loop: SentenceEncoder.embed over `texts` sorted by length."""
-    encoder = with_policy(precision, lambda: SentenceEncoder(checkpoint_dir))
+    encoder = built_under(precision, lambda: SentenceEncoder(checkpoint_dir))
     arch = hf_checkpoint.read_checkpoint(checkpoint_dir).arch
     ordered = sorted(texts, key=len)
     encoder.embed(ordered[-batch:], batch)  # warm-up (the longest batch)
@@ -113,7 +107,7 @@ def train_rate(vocab: list[str], precision: str, queries: list[list[int]], batch
         }
     )
     max_q = max(len(q) for q in queries)
-    model = with_policy(precision, lambda: build_model(cfg, len(vocab), max_q, max_q, vocab))
+    model = built_under(precision, lambda: build_model(cfg, len(vocab), max_q, max_q, vocab))
     optimizer = keras.optimizers.Adam(1e-5)
     spec = tf.TensorSpec([None, None], tf.int64)
 
@@ -153,26 +147,10 @@ def train_rate(vocab: list[str], precision: str, queries: list[list[int]], batch
     return total / seconds
 
 
-def component_seconds(root: Path) -> dict[str, list[float]]:
-    """Each execution's seconds (MLMD create -> last update), by component class name."""
-    store = readonly_store(root)
-    types = {t.id: t.name.rsplit(".", 1)[-1] for t in store.get_execution_types()}
-    out: dict[str, list[float]] = defaultdict(list)
-    for e in store.get_executions():
-        seconds = (e.last_update_time_since_epoch - e.create_time_since_epoch) / 1000
-        out[types[e.type_id]].append(seconds)
-    return dict(out)
-
-
-def artifact_uris(root: Path, type_name: str) -> list[str]:
-    return [a.uri for a in readonly_store(root).get_artifacts_by_type(type_name)]
-
-
 def split_queries(examples: str, split: str) -> dict[str, list[int]]:
     """qid -> query ids of one eval split of the Examples artifact."""
-    files = tf.io.gfile.glob(os.path.join(examples, f"Split-{split}", "*"))
     queries: dict[str, list[int]] = {}
-    for record in tf.data.TFRecordDataset(files, compression_type="GZIP").as_numpy_iterator():
+    for record in split_records(examples, split):
         qid, _, query, _ = eval_examples.example_pair(record)
         queries.setdefault(qid, list(query))
     return queries
@@ -189,13 +167,13 @@ def encoding_passes(root: Path) -> dict[str, float]:
 
 def run_work(root: Path, cfg) -> dict:
     """The encoder work of the run (module docstring, 2.), as text lists per kind."""
-    examples = max(artifact_uris(root, "Examples"))
+    examples = latest_uri(root, "Examples")
     k = cfg.evaluator.cross_validation.folds
     by_fold = {f: split_queries(examples, folds.split_name(f, folds.EVAL)) for f in range(k)}
     max_q = cfg.datagen.max_query_length
     fold_queries = {f: [q[:max_q] for q in qs.values()] for f, qs in by_fold.items()}
     every_query = [q for qs in fold_queries.values() for q in qs]
-    vectors_uri = artifact_uris(root, "rankpipe.CorpusVectors")[-1]
+    vectors_uri = latest_uri(root, "rankpipe.CorpusVectors")
     meta = corpus_vectors.read_meta(vectors_uri)
     corpus = {
         e.checkpoint_dir: (
@@ -222,7 +200,7 @@ def run_work(root: Path, cfg) -> dict:
         "train_queries": steps * cfg.trainer.batch_size,
         "trainers": len(runs),
         "trainer_precision": precision,
-        "vocab": read_vocab(max(artifact_uris(root, "TransformGraph"))),
+        "vocab": read_vocab(latest_uri(root, "TransformGraph")),
     }
 
 
@@ -299,7 +277,7 @@ def main() -> None:
         peak_rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
         kept = tree_bytes(str(root)) or 0
         record.write_text(json.dumps([wall, peak_rss, kept]))
-    seconds = component_seconds(root)
+    seconds = execution_seconds(root)
     work = run_work(root, cfg)
     in_run_rates = encoding_passes(root)
 

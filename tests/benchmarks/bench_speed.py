@@ -51,7 +51,12 @@ import tensorflow as tf  # noqa: E402
 import tensorflow_text  # noqa: E402, F401  (the TransformGraph's tokenizer ops)
 import tensorflow_transform as tft  # noqa: E402
 from apache_beam.options.pipeline_options import PipelineOptions  # noqa: E402
-from bench_common import readonly_store, run_cranfield_pipeline  # noqa: E402
+from bench_common import (  # noqa: E402
+    execution_seconds,
+    latest_uri,
+    run_cranfield_pipeline,
+    split_records,
+)
 
 from components.ranking_datagen import readers  # noqa: E402
 from components.ranking_evaluator import eval_examples, scoring  # noqa: E402
@@ -70,25 +75,6 @@ MAX_Q, MAX_D = _DATAGEN.max_query_length, _DATAGEN.max_doc_length
 BATCH = 128  # cranfield.yaml trainer.eval_batch_size
 DEPTH, K1, B = 100, 0.9, 0.4  # cranfield.yaml datagen
 DATA = Path(os.environ.get("RANKPIPE_SHARED_DATA", Path(__file__).parents[3] / "shared" / "data"))
-
-
-def latest_uri(root: Path, type_name: str) -> str:
-    return max(readonly_store(root).get_artifacts_by_type(type_name), key=lambda a: a.id).uri
-
-
-def component_seconds(root: Path) -> dict[str, float]:
-    """Each execution's seconds (MLMD create -> last update), by component class name."""
-    store = readonly_store(root)
-    types = {t.id: t.name.rsplit(".", 1)[-1] for t in store.get_execution_types()}
-    return {
-        types[e.type_id]: (e.last_update_time_since_epoch - e.create_time_since_epoch) / 1000
-        for e in store.get_executions()
-    }
-
-
-def split_records(examples: str, split: str) -> list[bytes]:
-    files = tf.io.gfile.glob(os.path.join(examples, f"Split-{split}", "*"))
-    return [r.numpy() for r in tf.data.TFRecordDataset(files, compression_type="GZIP")]
 
 
 def encoder_config() -> TrainerConfig:
@@ -220,7 +206,7 @@ def main() -> None:
     script = script_results[script_times.index(script_s)]
     if script["collection"] != readers_digest():
         sys.exit("speed_script.py parsed the collection differently from our readers")
-    components = component_seconds(root)
+    components = {name: sum(s) for name, s in execution_seconds(root).items()}
     with open(os.path.join(latest_uri(root, "ModelEvaluation"), "metrics.json")) as f:
         metrics = json.load(f)
     with open(os.path.join(latest_uri(root, "ModelRun"), "train_results.json")) as f:
