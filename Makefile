@@ -12,12 +12,8 @@ demo: setup
 # Lint, format check, import contracts (pyproject.toml [tool.importlinter]) and the test suite
 # (includes an end-to-end LocalDagRunner run on Cranfield).
 # setup-system installs Chromium (report screenshot test) when missing, as root with apt-get.
-# Two pytest-xdist workers: most of the suite's time is single-threaded (process start-up,
-# TFX orchestration, Beam in process), so a second worker uses the second core; tests that share
-# a pipeline-running session fixture stay on one worker (tests/conftest.py xdist_group).
-TEST_WORKERS ?= 2
 test: setup setup-system lint
-	.venv/bin/pytest -n $(TEST_WORKERS) --dist loadgroup
+	.venv/bin/pytest
 
 # System packages beyond .venv (scripts/setup-system.sh; a no-op when they are there).
 setup-system:

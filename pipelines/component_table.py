@@ -202,12 +202,31 @@ def _tuner(w: Wiring) -> dict[str, Any]:
     return {"tuner_fn": TUNER_FN, **inputs}
 
 
+# Trainer keys (below `trainer.`) that decide the frozen parts of a dual encoder's vectors.
+_FROZEN_PART_KEYS = ("recipe.", "model", "dual_encoder.checkpoint_dir")
+
+
+def query_tower_only(w: Wiring) -> bool:
+    """Whether the Trainer being built exports its trained query tower only: a fold branch's
+    (its model is evaluated, never served; the evaluator takes the frozen parts of its vectors
+    from the served model, trainer_module/export.py export_query_tower), unless a Tuner may
+    choose other frozen parts on a branch than on the final one (tuner.space with a key of
+    _FROZEN_PART_KEYS), where the fold models are exported whole."""
+    if w.fold is None:
+        return False
+    tuned = w.config.tuner.space if _branch_node(w, "Tuner") in w.built else {}
+    return not any(key.startswith(_FROZEN_PART_KEYS) for key in tuned)
+
+
 def _trainer(w: Wiring) -> dict[str, Any]:
     tuner = _branch_node(w, "Tuner")
     chosen = (
         {"hyperparameters": w.output(tuner, "best_hyperparameters")} if tuner in w.built else {}
     )
-    return {"run_fn": RUN_FN, **_training_inputs(w), **chosen}
+    inputs = _training_inputs(w)
+    if query_tower_only(w):
+        inputs["custom_config"]["query_tower_only"] = True  # trainer_module QUERY_TOWER_ONLY
+    return {"run_fn": RUN_FN, **inputs, **chosen}
 
 
 def _evaluator(w: Wiring) -> dict[str, Any]:

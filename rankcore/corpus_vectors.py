@@ -46,6 +46,7 @@ META_FILE = "corpus_vectors.json"
 SHARD_PREFIX = "vectors"  # <uri>/<key>/vectors-00000-of-00004.tfrecord.gz
 SHARD_SUFFIX = ".tfrecord.gz"
 DOCUMENT_TOWER_FILE = "document_tower.json"  # beside a SavedModel (DocumentTower.write)
+QUERY_TOWER_FILE = "query_tower.json"  # beside a SavedModel (QueryTower.write)
 FLOAT32 = "float32"  # the precision policy's name when none is set
 
 
@@ -223,6 +224,54 @@ class DocumentTower:
         with tf.io.gfile.GFile(path) as f:
             data = json.load(f)
         return tuple((p["key"], float(p["scale"])) for p in data["parts"])
+
+
+@dataclass(frozen=True)
+class QueryTower:
+    """What a dual encoder with frozen documents serves for a query: its trained tower's vector
+    (the first `own_dims` values, already times its scale) and after it the frozen parts'
+    (`frozen`: a companion's, each times its scale). A model exported `complete` answers
+    embed_query_ids with the whole vector. A fold model, which is never served, is exported
+    with its trained part only (trainer_module/export.py export_query_tower): the
+    RankingEvaluator takes the rest of its query vectors, and the document vectors it embeds,
+    from the run's served model, whose frozen parts are the same (`frozen_identity`), so a
+    fold model costs its query tower on disk, not copies of the frozen encoders."""
+
+    own_dims: int
+    frozen: tuple[tuple[EncoderSpec, float], ...]
+    complete: bool = True
+
+    def frozen_identity(self, documents: DocumentTower) -> str:
+        """A digest of the frozen parts of the query and the document vectors: checkpoint
+        files, cuts and scales, not the precision (as DocumentTower.as_encoded: a compiled
+        pipeline's Trainer pods may resolve `auto` on other hardware). Two models with the same
+        identity serve the same frozen parts."""
+        parts = [*(("q", *p) for p in self.frozen), *(("d", *p) for p in documents.parts)]
+        text = "\0".join(
+            f"{side}:{replace(spec, precision=FLOAT32).key()}:{scale!r}"
+            for side, spec, scale in parts
+        )
+        return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+    def write(self, directory: str, documents: DocumentTower) -> None:
+        """QUERY_TOWER_FILE in `directory` (beside a SavedModel)."""
+        data = {
+            "own_dims": self.own_dims,
+            "complete": self.complete,
+            "frozen": [{**asdict(spec), "scale": scale} for spec, scale in self.frozen],
+            "frozen_identity": self.frozen_identity(documents),
+        }
+        write_text_atomic(os.path.join(directory, QUERY_TOWER_FILE), json.dumps(data, indent=2))
+
+    @staticmethod
+    def read(directory: str) -> dict | None:
+        """The QUERY_TOWER_FILE of a model directory as written, None when it has none (a
+        model whose query vectors are its own, whole)."""
+        path = os.path.join(directory, QUERY_TOWER_FILE)
+        if not tf.io.gfile.exists(path):
+            return None
+        with tf.io.gfile.GFile(path) as f:
+            return json.load(f)
 
 
 def compose(

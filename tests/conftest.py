@@ -25,27 +25,6 @@ sys.path.insert(0, str(REPO_ROOT))
 os.environ["RANKPIPE_CPUINFO"] = os.devnull
 
 
-# Session fixtures that run a pipeline or train a model. Under pytest-xdist (`make test` runs
-# `--dist loadgroup`) every test that uses one goes to the same worker, so each runs once per
-# suite as it does serially; any other test goes with its file (module fixtures run once).
-EXPENSIVE_SESSION_FIXTURES = frozenset({"pipeline_runs", "cranfield_bm25", "trained_bert"})
-
-
-def xdist_group(item: pytest.Item) -> str:
-    """The worker group of a test: the directory-and-name of the first expensive session
-    fixture it uses (a fixture of that name in another conftest is another fixture), else its
-    file."""
-    defs = getattr(item, "_fixtureinfo", None)
-    for name in sorted(EXPENSIVE_SESSION_FIXTURES & set(getattr(defs, "name2fixturedefs", {}))):
-        return f"{defs.name2fixturedefs[name][-1].baseid}::{name}"
-    return item.nodeid.split("::")[0]
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
-
-
 @pytest.fixture(scope="session", autouse=True)
 def _tfx_staging_copies_removed():
     """Removes the copies of TFX that executors built in this session. A BaseBeamExecutor whose

@@ -14,6 +14,10 @@ CORPUS_VECTORS_URI = "corpus_vectors_uri"
 # The same for RankingDataGen's qrels artifact, whose dev splits' judgments the dev metric counts
 # (trainer_module/validation.py split_judgments), and the names of those dev splits.
 QRELS_URI, DEV_SPLITS = "qrels_uri", "dev_splits"
+# True for a cross-validation fold branch's Trainer (pipelines/component_table.py): its model is
+# evaluated, never served, and a recipe with frozen documents exports its query tower only
+# (trainer_module/export.py export_query_tower).
+QUERY_TOWER_ONLY = "query_tower_only"
 _WHERE = (CORPUS_VECTORS_URI, QRELS_URI)
 
 

@@ -30,6 +30,15 @@ also get:
   (components/ranking_evaluator/scoring.py), as sentence-transformers' util.semantic_search
   does with encode()d corpora (https://www.sbert.net/examples/applications/semantic-search/).
 The fusion settings are also written to assets.extra/fusion.json for the evaluator and the card.
+
+A cross-validation fold model, which is evaluated and never served, of a recipe with frozen
+documents is exported by export_query_tower instead: its trained query tower alone
+(QueryTowerModule: embed_query_ids giving the first hidden_size values of the whole model's
+query vector), with query_tower.json (rankcore QueryTower, complete false) beside it. Its
+frozen parts, a companion's part of each query vector and every document vector, are the same
+checkpoints as the run's served model's, from which the RankingEvaluator takes them
+(components/ranking_evaluator/frozen_parts.py). A whole export of such a model writes
+query_tower.json too (complete), naming the frozen parts the evaluator checks.
 """
 
 from __future__ import annotations
@@ -39,6 +48,7 @@ import logging
 import os
 import types
 import uuid
+from typing import NamedTuple
 
 import tensorflow as tf
 import tensorflow_transform as tft
@@ -60,7 +70,7 @@ from rankcore.constants import (
     SCORE_SIGNATURE,
     SERVING_SIGNATURE,
 )
-from rankcore.corpus_vectors import DocumentTower
+from rankcore.corpus_vectors import DocumentTower, QueryTower
 
 TOKEN_IDS_KEY = "token_ids"
 RAW_TEXT_KEY = "text"
@@ -278,13 +288,16 @@ def export_serving_model(
     towers: bool = False,
     document_tower: DocumentTower | None = None,
     description: list[str] | None = None,
+    query_tower: QueryTower | None = None,
 ) -> str:
     """Writes the SavedModel to a temp dir next to serving_model_dir, then moves it in place,
     so a crash never leaves a half-written model where the Pusher looks. `fusion` is
     run_fn.choose_fusion's dict (None: no fusion). `towers`: the model has query and document
     towers (the model registry's `offers_towers`): the embed signatures are exported too.
     `document_tower`: the frozen tower the model serves its documents with (the recipe's),
-    written beside the SavedModel so the evaluator takes them from the corpus vectors.
+    written beside the SavedModel so the evaluator takes them from the corpus vectors;
+    `query_tower`: what it serves for a query then (the recipe's, complete), written beside it
+    so the evaluator can take a fold model's frozen parts from this one (export_query_tower).
     `description`: the recipe's Markdown lines about the model (Recipe.describe), written as
     MODEL_DESCRIPTION_FILE for the Pusher's model card."""
     tft_layer = tft.TFTransformOutput(transform_graph_path).transform_features_layer()
@@ -302,6 +315,64 @@ def export_serving_model(
     if dual:
         for name in (EMBED_TEXTS_SIGNATURE, EMBED_QUERY_SIGNATURE, EMBED_DOC_SIGNATURE):
             signatures[name] = getattr(module, name).get_concrete_function()
+    beside = _Beside(fusion, document_tower, query_tower, description)
+    return _save(module, signatures, serving_model_dir, beside)
+
+
+class QueryTowerModule(tf.Module):
+    """A fold model's SavedModel: the trained query tower alone (rankcore QueryTower with
+    complete false). Its one signature, embed_query_ids, gives the first hidden_size values of
+    what the whole model's gives (DualEncoder.own_query_part, cut at max_query_length the same
+    way); the frozen parts of its vectors are the run's served model's, the same checkpoints,
+    which the RankingEvaluator takes them from (components/ranking_evaluator/embedding.py).
+    Only the query encoder is tracked, so only its weights are saved."""
+
+    def __init__(self, model: keras.Model, max_query_length: int):
+        super().__init__()
+        self.encoder = model.encoder
+        self.max_query_length = max_query_length
+        self._own = _traced_once(model.own_query_part, _IDS)
+
+    @tf.function(
+        input_signature=[tf.TensorSpec([None, None], tf.int64, name="ids")], autograph=False
+    )
+    def embed_query_ids(self, ids: tf.Tensor) -> dict[str, tf.Tensor]:
+        cut = _at_least_one_column(ids[:, : self.max_query_length])
+        return {EMBEDDING_OUTPUT: self._own(cut)}
+
+
+def export_query_tower(
+    model: keras.Model,
+    max_query_length: int,
+    serving_model_dir: str,
+    query_tower: QueryTower,
+    document_tower: DocumentTower,
+    fusion: dict | None = None,
+    description: list[str] | None = None,
+) -> str:
+    """A fold model, which is evaluated and never served, exported as its trained query tower
+    (QueryTowerModule) with the files the evaluator reads beside it: the fusion, the document
+    tower, `query_tower` (complete false) and the description; atomically, as
+    export_serving_model. With frozen documents and a companion that is the query encoder's
+    weights (90 MB for MiniLM) instead of three encoders' (594 MB with MPNet)."""
+    if query_tower.complete:
+        raise ValueError("export_query_tower writes a partial query tower (complete=False)")
+    module = QueryTowerModule(model, max_query_length)
+    signatures = {EMBED_QUERY_SIGNATURE: module.embed_query_ids.get_concrete_function()}
+    beside = _Beside(fusion, document_tower, query_tower, description)
+    return _save(module, signatures, serving_model_dir, beside)
+
+
+class _Beside(NamedTuple):
+    """What an export writes beside its SavedModel, inside the temp dir (renamed with it)."""
+
+    fusion: dict | None
+    document_tower: DocumentTower | None
+    query_tower: QueryTower | None
+    description: list[str] | None
+
+
+def _save(module: tf.Module, signatures: dict, serving_model_dir: str, beside: _Beside) -> str:
     tmp = f"{serving_model_dir.rstrip('/')}.tmp-{uuid.uuid4().hex[:8]}"
     # save_traces=False: Keras would otherwise trace every layer's call function again, for
     # reviving the layers with keras.models.load_model, which nothing does with this model
@@ -312,12 +383,14 @@ def export_serving_model(
         tf.saved_model.save(module, tmp, signatures=signatures)
     fusion_file = os.path.join(tmp, fusion_lib.FUSION_FILE)
     tf.io.gfile.makedirs(os.path.dirname(fusion_file))
-    with tf.io.gfile.GFile(fusion_file, "w") as f:  # inside the temp dir: renamed with it
-        json.dump(fusion or {"mode": "none", "alpha": None}, f, indent=2, sort_keys=True)
-    if document_tower is not None:  # inside the temp dir too: renamed with the model
-        document_tower.write(tmp)
+    with tf.io.gfile.GFile(fusion_file, "w") as f:
+        json.dump(beside.fusion or {"mode": "none", "alpha": None}, f, indent=2, sort_keys=True)
+    if beside.document_tower is not None:
+        beside.document_tower.write(tmp)
+        if beside.query_tower is not None:
+            beside.query_tower.write(tmp, beside.document_tower)
     with tf.io.gfile.GFile(os.path.join(tmp, MODEL_DESCRIPTION_FILE), "w") as f:
-        json.dump(list(description or []), f, indent=2)
+        json.dump(list(beside.description or []), f, indent=2)
     _replace_dir(tmp, serving_model_dir)
     logging.info("exported serving model to %s", serving_model_dir)
     return serving_model_dir

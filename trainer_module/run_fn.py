@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, NamedTuple
 
 import tensorflow as tf
@@ -19,11 +20,12 @@ from trainer_module.checkpointing import (
     CORPUS_VECTORS_URI,
     DEV_SPLITS,
     QRELS_URI,
+    QUERY_TOWER_ONLY,
     checkpoint_dir,
     run_fingerprint,
 )
 from trainer_module.config import TrainerConfig
-from trainer_module.export import export_serving_model
+from trainer_module.export import export_query_tower, export_serving_model
 from trainer_module.models.registry import PRETRAINED_MODEL_NAMES, offers_towers
 from trainer_module.recipes import Recipe, recipe_for
 from trainer_module.recipes.base import DocCache
@@ -250,6 +252,47 @@ def fit(
     return Fitted(controller, recipe, tower, result)
 
 
+def export(
+    cfg: TrainerConfig,
+    fitted: Fitted,
+    transform_graph_path: str,
+    lengths: tuple[int, int],
+    export_dir: str,
+    custom: dict[str, Any],
+) -> None:
+    """The SavedModel of the fitted model: whole (every signature, export_serving_model), or
+    for a fold branch's Trainer (custom_config QUERY_TOWER_ONLY) of a recipe with frozen
+    documents its trained query tower only (export_query_tower): a fold model is evaluated,
+    never served, and its frozen parts are the served model's."""
+    model, result = fitted.controller.model, fitted.result
+    query_tower = None
+    if fitted.tower is not None:  # a dual encoder with frozen documents
+        policy = keras.mixed_precision.global_policy().name
+        query_tower = fitted.recipe.query_tower(model.arch.hidden_size, lengths[0], policy)
+    if custom.get(QUERY_TOWER_ONLY) and query_tower is not None:
+        export_query_tower(
+            model,
+            lengths[0],
+            export_dir,
+            replace(query_tower, complete=False),
+            fitted.tower,
+            fusion=result.fusion,
+            description=result.recipe,
+        )
+        return
+    export_serving_model(
+        model,
+        transform_graph_path,
+        *lengths,
+        export_dir,
+        fusion=result.fusion,
+        towers=offers_towers(cfg.model),
+        document_tower=fitted.tower,
+        description=result.recipe,
+        query_tower=query_tower,
+    )
+
+
 def remove_checkpoints(ckpt_dir: str, strategy: tf.distribute.Strategy) -> None:
     """This process's checkpoints (the chief's directory, a worker's scratch copy), once the
     model they trained is exported: what the Trainer hands on is the SavedModel, and a finished
@@ -300,9 +343,8 @@ def run_fn(fn_args: Any) -> TrainResult:
         logging.warning("TrainArgs.num_steps=%d overrides trainer.train_steps", steps)
 
     strategy, vocab = prepare(cfg, fn_args)
-    controller, _, tower, result = fit(
-        cfg, steps, fn_args, custom, fn_args.model_run_dir, strategy, vocab, seconds
-    )
+    fitted = fit(cfg, steps, fn_args, custom, fn_args.model_run_dir, strategy, vocab, seconds)
+    controller, result = fitted.controller, fitted.result
     if chosen is not None:
         result.recipe = [*result.recipe, *chosen.describe()]
     result.seconds = seconds
@@ -311,17 +353,7 @@ def run_fn(fn_args: Any) -> TrainResult:
     # Every multi-worker process must save (collective); only the chief's copy is kept.
     export_dir = worker_dir(fn_args.serving_model_dir, strategy)
     t0 = time.monotonic()
-    export_serving_model(
-        controller.model,
-        fn_args.transform_graph_path,
-        max_q,
-        max_d,
-        export_dir,
-        fusion=result.fusion,
-        towers=offers_towers(cfg.model),
-        document_tower=tower,
-        description=result.recipe,
-    )
+    export(cfg, fitted, fn_args.transform_graph_path, (max_q, max_d), export_dir, custom)
     seconds["export"] = time.monotonic() - t0
     if not controller.chief:
         tf.io.gfile.rmtree(export_dir)

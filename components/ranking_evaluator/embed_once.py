@@ -143,6 +143,7 @@ class EmbedAndScore(beam.PTransform):
         corpus: Sequence[CorpusDocuments | None] | None = None,
         feedbacks: Sequence[Feedback | None] | None = None,
         first_stage: dict[str, dict[str, float]] | None = None,
+        frozen_from: Sequence[str | None] | None = None,
     ):
         super().__init__()
         if not model_dirs:
@@ -152,6 +153,7 @@ class EmbedAndScore(beam.PTransform):
         self._corpus = list(corpus or [None] * len(self._model_dirs))
         self._feedbacks = list(feedbacks or [None] * len(self._model_dirs))
         self._first_stage = first_stage or {}
+        self._frozen_from = list(frozen_from or [None] * len(self._model_dirs))
 
     def expand(self, serialized_examples: beam.PCollection) -> beam.PCollection:
         pairs = serialized_examples | "Parse" >> beam.Map(example_pair)
@@ -161,8 +163,11 @@ class EmbedAndScore(beam.PTransform):
         per_model = {}
         for i, (model_dir, documents) in enumerate(zip(self._model_dirs, self._corpus)):
             handle = shared.Shared()  # one load per worker process
+            frozen = self._frozen_from[i]
             if documents is None:
-                per_model[i] = embed_texts(distinct, model_dir, handle, self._batch_size, f"{i}")
+                per_model[i] = embed_texts(
+                    distinct, model_dir, handle, self._batch_size, f"{i}", frozen
+                )
                 continue
             split = distinct | f"QueriesAndDocuments{i}" >> beam.Partition(
                 lambda item, _: int(is_document(item)), 2
@@ -174,6 +179,7 @@ class EmbedAndScore(beam.PTransform):
                 handle,
                 self._batch_size,
                 f"{i}",
+                frozen,
             )
             per_model[i] = (embedded, taken) | f"Vectors{i}" >> beam.Flatten()
         vectors = (  # (text key, (vector of model 1, ...))

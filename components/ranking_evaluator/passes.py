@@ -21,7 +21,8 @@ from components import beam_mode, worker_dirs
 from components.ranking_evaluator import scoring
 from components.ranking_evaluator.config import EvaluatorConfig
 from components.ranking_evaluator.corpus_documents import FROM_CORPUS_VECTORS, corpus_documents
-from components.ranking_evaluator.embedding import DOCUMENTS_EMBEDDED
+from components.ranking_evaluator.embedding import DOCUMENTS_EMBEDDED, release_frozen_models
+from components.ranking_evaluator.frozen_parts import frozen_parts_model
 from components.ranking_evaluator.inputs import EvalInputs
 from components.ranking_evaluator.request import EvaluationRequest
 from rankcore import feedback, fusion
@@ -69,9 +70,15 @@ def score_pass(
         if name in models and fused and feedback.is_on(fused.get("feedback"))
     }
     split_uris = [request.split_uri(s) for s in splits]
+    # A fold model exported as its query tower takes its frozen parts from the served model.
+    frozen_from = {name: frozen_parts_model(d, request.model_dir) for name, d in models.items()}
     # A fresh directory per pass: a retried execution must not read a failed one's parts.
     # Workers write it and read the splits and models: worker-reachable (worker_dirs.py).
-    reads = {**{f"examples ({s})": u for s, u in zip(splits, split_uris)}, **models}
+    reads = {
+        **{f"examples ({s})": u for s, u in zip(splits, split_uris)},
+        **models,
+        **{f"{name}'s frozen parts": d for name, d in frozen_from.items() if d},
+    }
     scores_dir = worker_dirs.work_dir(
         beam_executor, f"scores-{uuid.uuid4().hex}", "RankingEvaluator", reads
     )
@@ -93,6 +100,7 @@ def score_pass(
             },
             feedbacks=feedbacks,
             first_stage=first_stage,
+            frozen_from=frozen_from,
         )
     finally:
         # The scores are in `runs` now; under --temp_location (an object store) nothing
@@ -121,23 +129,26 @@ def score_parts(
     # scores depend on each query's list, and scoring rescores them (rankcore/feedback.py).
     part_fusions = [fusion.read_fusion(part.model_dir) for part in parts]
     baseline_fusion = fusion.read_fusion(baseline.path) if baseline is not None else None
-    for part, part_fusion in zip(parts, part_fusions):
-        part_models = {"candidate": part.model_dir}
-        if len(parts) == 1 and baseline is not None:
-            part_models["baseline"] = baseline.path
-        scored, scored_by = score_pass(
-            beam_executor,
-            request,
-            [part.split],
-            part_models,
-            config,
-            phases,
-            {"candidate": part_fusion, "baseline": baseline_fusion},
-            inputs.first_stage,
-        )
-        part_qids.append(sorted(scored["candidate"]))
-        for name, run in scored.items():
-            raw.setdefault(name, {}).update(run)
+    try:
+        for part, part_fusion in zip(parts, part_fusions):
+            part_models = {"candidate": part.model_dir}
+            if len(parts) == 1 and baseline is not None:
+                part_models["baseline"] = baseline.path
+            scored, scored_by = score_pass(
+                beam_executor,
+                request,
+                [part.split],
+                part_models,
+                config,
+                phases,
+                {"candidate": part_fusion, "baseline": baseline_fusion},
+                inputs.first_stage,
+            )
+            part_qids.append(sorted(scored["candidate"]))
+            for name, run in scored.items():
+                raw.setdefault(name, {}).update(run)
+    finally:  # the served model kept for the fold models' passes (embedding.py)
+        release_frozen_models()
     if len(parts) > 1 and baseline is not None:
         scored, _ = score_pass(
             beam_executor,

@@ -150,12 +150,13 @@ def pass_phases(results: dict, seconds: float) -> dict[str, float]:
 
 class _Plan(NamedTuple):
     """How each model is scored (EMBED_ONCE or PER_PAIR), the models of each way, and the
-    feedback settings and corpus vectors of the models that can use them."""
+    feedback settings, corpus vectors and frozen parts of the models that can use them."""
 
     how: dict[str, str]
     groups: dict[str, list[str]]
     feedbacks: dict[str, Feedback]
     corpus: dict[str, CorpusDocuments]
+    frozen_from: dict[str, str]
 
 
 def _plan(
@@ -163,10 +164,18 @@ def _plan(
     embed: bool,
     corpus: dict[str, CorpusDocuments | None] | None,
     feedbacks: dict[str, Feedback] | None,
+    frozen_from: dict[str, str | None] | None = None,
 ) -> _Plan:
     """score_split's choice per model: by embedding when it `embeds` (unless embed=False),
-    else per pair; feedback only for models scored by embedding."""
+    else per pair; feedback and frozen parts only for models scored by embedding."""
     how = {n: EMBED_ONCE if embed and embeds(d) else PER_PAIR for n, d in models.items()}
+    frozen_from = {n: f for n, f in (frozen_from or {}).items() if f and n in models}
+    for name in frozen_from:
+        if how[name] != EMBED_ONCE:
+            raise ValueError(
+                f"{models[name]} is a fold model exported as its query tower: it can only be "
+                "scored by embedding each text (embed=True)"
+            )
     feedbacks = {n: f for n, f in (feedbacks or {}).items() if n in models}
     for name, (setting, _) in feedbacks.items():
         if how[name] != EMBED_ONCE:
@@ -180,7 +189,7 @@ def _plan(
         for label in (EMBED_ONCE, PER_PAIR)
         if label in how.values()
     }
-    return _Plan(how, groups, feedbacks, corpus)
+    return _Plan(how, groups, feedbacks, corpus, frozen_from)
 
 
 def _run_pass(
@@ -211,6 +220,7 @@ def _run_pass(
         kwargs = {}
         if label == EMBED_ONCE:
             kwargs["corpus"] = [plan.corpus.get(n) for n in names]
+            kwargs["frozen_from"] = [plan.frozen_from.get(n) for n in names]
             if plan.feedbacks:
                 kwargs["feedbacks"] = [plan.feedbacks.get(n) for n in names]
                 kwargs["first_stage"] = first_stage
@@ -238,6 +248,7 @@ def score_split(
     corpus: dict[str, CorpusDocuments | None] | None = None,
     feedbacks: dict[str, Feedback] | None = None,
     first_stage: dict[str, dict[str, float]] | None = None,
+    frozen_from: dict[str, str | None] | None = None,
 ) -> tuple[dict[str, dict[str, dict[str, float]]], dict[str, str]]:
     """Every candidate of the splits (their URIs) scored by every model in one Beam pipeline
     that reads the examples once: the models that `embeds` by EmbedAndScore (unless
@@ -248,8 +259,10 @@ def score_split(
     read (check_complete: else an error); `phases`, when given, gets
     `pass_phases` (where the pass's time went). `feedbacks` ({model name: (setting, alpha)})
     names the models that rank with feedback, from the lists of `first_stage` (EmbedAndScore);
-    only models scored by embedding can."""
-    plan = _plan(models, embed, corpus, feedbacks)
+    only models scored by embedding can. `frozen_from` ({model name: served model dir}) gives
+    a partial model (a fold model exported as its query tower) the model it takes the frozen
+    parts of its vectors from (frozen_parts.py)."""
+    plan = _plan(models, embed, corpus, feedbacks, frozen_from)
     t0 = time.perf_counter()
     result = _run_pass(
         make_pipeline, split_uris, models, plan, batch_size, scores_prefix, first_stage

@@ -213,3 +213,28 @@ def test_datagen_reads_the_corpus_vectors_only_for_hybrid_retrieval(shared_data:
     built = create_components(load_config("msmarco-subset", check_inputs=False))
     datagen = next(c for c in built if c.id == "RankingDataGen")
     assert datagen.inputs["corpus_vectors"].producer_component_id == "CorpusEncoder"
+
+
+def test_fold_trainers_export_their_query_tower_unless_a_tuner_may_change_frozen_parts(
+    shared_data: Path,
+) -> None:
+    """A fold branch's model is evaluated, never served: its Trainer exports the trained query
+    tower only (custom_config query_tower_only; trainer_module/export.py export_query_tower),
+    the final Trainer the whole model whose frozen parts complete it. Where a Tuner may choose
+    other frozen parts on a branch than on the final one (a recipe key in tuner.space), every
+    model is exported whole."""
+
+    def flags(*settings: str) -> dict[str, bool]:
+        config = load_config("cranfield", list(settings))
+        return {
+            c.id: bool(json.loads(c.exec_properties["custom_config"]).get("query_tower_only"))
+            for c in create_components(config)
+            if c.id.startswith("Trainer")
+        }
+
+    folds_only = {"Trainer": False, **{f"Trainer_fold{i}": True for i in range(5)}}
+    assert flags() == folds_only
+    assert flags("tuner.max_trials=2", "tuner.space={train_steps: [0, 120]}") == folds_only
+    companion = "recipe.frozen_documents.companion_weight"
+    tuned = flags("tuner.max_trials=2", f"tuner.space={{{companion}: [0.3, 0.5]}}")
+    assert not any(tuned.values())

@@ -471,21 +471,8 @@ def test_embedding_signatures_match_the_pair_signatures(zero_shot, transform_gra
 
 def _frozen_run(tmp_path, examples_dir, transform_graph, bert_checkpoint, name, dev, seed):
     """run_fn with frozen document vectors, validating on split `dev`; its FnArgs."""
-    cfg = trainer_testdata.small_config(
-        model="dual_encoder",
-        dual_encoder={
-            "checkpoint_dir": bert_checkpoint,
-            "hidden_dropout": 0.0,
-            "attention_dropout": 0.0,
-        },
-        recipe={"type": "frozen_documents"},
-        loss="listwise_softmax",
-        train_steps=2,
-        checkpoint_every=2,
-        validate_every=0,
-        learning_rate=1e-2,
-        encoder_learning_rate=1e-2,
-        seed=seed,
+    cfg = trainer_testdata.frozen_documents_config(
+        bert_checkpoint, train_steps=2, checkpoint_every=2, seed=seed
     )
     args = trainer_testdata.fn_args(tmp_path / name, examples_dir, transform_graph, cfg, 2)
     args.eval_files = trainer_testdata.split_pattern(examples_dir, dev)

@@ -24,23 +24,8 @@ STEPS = 12
 
 
 def _config(checkpoint_dir: str, **overrides):
-    base = {
-        "model": "dual_encoder",
-        "dual_encoder": {
-            "checkpoint_dir": checkpoint_dir,
-            "hidden_dropout": 0.0,
-            "attention_dropout": 0.0,
-        },
-        "recipe": {"type": "frozen_documents"},
-        "loss": "listwise_softmax",
-        "train_steps": STEPS,
-        "validate_every": 0,
-        "checkpoint_every": STEPS,
-        "log_every": 1,
-        "learning_rate": 1e-2,
-        "encoder_learning_rate": 1e-2,
-    }
-    return trainer_testdata.small_config(**{**base, **overrides})
+    base = {"train_steps": STEPS, "checkpoint_every": STEPS, "log_every": 1}
+    return trainer_testdata.frozen_documents_config(checkpoint_dir, **{**base, **overrides})
 
 
 @pytest.fixture(scope="module")

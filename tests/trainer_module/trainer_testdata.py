@@ -236,6 +236,26 @@ def small_config(**overrides):
     return TrainerConfig.from_dict(base)
 
 
+def frozen_documents_config(checkpoint_dir: str, **overrides):
+    """small_config of the frozen-documents recipe: a dual encoder on `checkpoint_dir` without
+    dropout, the list loss, learning rates 1e-2, no validation; `overrides` replace keys whole
+    (a `recipe` given names its type too)."""
+    base = {
+        "model": "dual_encoder",
+        "dual_encoder": {
+            "checkpoint_dir": checkpoint_dir,
+            "hidden_dropout": 0.0,
+            "attention_dropout": 0.0,
+        },
+        "recipe": {"type": "frozen_documents"},
+        "loss": "listwise_softmax",
+        "validate_every": 0,
+        "learning_rate": 1e-2,
+        "encoder_learning_rate": 1e-2,
+    }
+    return small_config(**{**base, **overrides})
+
+
 def vocab_size(transform_graph_dir: str) -> int:
     from trainer_module.run_fn import read_vocab
 

@@ -100,10 +100,15 @@ class DualEncoder(EncoderModel):
         tokens, types, positions, mask = self._companion_frame(ids)
         hidden, _ = self.companion_encoder(tokens, types, positions, mask, training=False)
         other = mean_pool(hidden, mask)
-        w = self.companion_weight
-        return tf.concat(
-            [math.sqrt(1.0 - w) * tf.cast(own, tf.float32), math.sqrt(w) * other], axis=-1
-        )
+        return tf.concat([self._served_own(own), math.sqrt(self.companion_weight) * other], axis=-1)
+
+    def _served_own(self, own: tf.Tensor) -> tf.Tensor:
+        """The own tower's part of a served vector: `own` in float32, times sqrt(1 - w) with a
+        companion."""
+        own = tf.cast(own, tf.float32)
+        if self.companion_encoder is None:
+            return own
+        return math.sqrt(1.0 - self.companion_weight) * own
 
     def own_vectors(self, vectors: tf.Tensor) -> tf.Tensor:
         """Served vectors [..., H (+ H')] -> the model's own tower's part (what training
@@ -117,13 +122,17 @@ class DualEncoder(EncoderModel):
         """Served vectors [B, H + H'] with their own part replaced by `own` [B, H] (the
         companion's part kept): what the model serves once its own tower gives `own`."""
         if self.companion_encoder is None:
-            return tf.cast(own, tf.float32)
-        own = math.sqrt(1.0 - self.companion_weight) * tf.cast(own, tf.float32)
-        return tf.concat([own, served[..., self.arch.hidden_size :]], axis=-1)
+            return self._served_own(own)
+        return tf.concat([self._served_own(own), served[..., self.arch.hidden_size :]], axis=-1)
 
     def own_query(self, ids: tf.Tensor, training: bool = False) -> tf.Tensor:
         """The model's own query tower [B, H]: what training scores (no companion)."""
         return self._embed(self.encoder, ids, training)
+
+    def own_query_part(self, ids: tf.Tensor) -> tf.Tensor:
+        """The first hidden_size values of embed_query (float32): the trained tower's part,
+        what a fold model exports (trainer_module/export.py export_query_tower)."""
+        return self._served_own(self.own_query(ids, training=False))
 
     def embed_query(self, ids: tf.Tensor, training: bool = False) -> tf.Tensor:
         """Right-padded query ids [B, L] -> L2-normalised mean-pooled embeddings [B, H] (with a

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     import tensorflow as tf
     import tf_keras as keras
 
-    from rankcore.corpus_vectors import DocumentTower
+    from rankcore.corpus_vectors import DocumentTower, QueryTower
     from trainer_module.config import TrainerConfig
 
 # token ids of a document (cut) -> its vector: the frozen document vectors a recipe trains on.
@@ -73,6 +73,15 @@ class Recipe:
         """The frozen document tower the recipe trains against (its vectors come from the
         corpus-vectors artifact when there is one, and the export names it), None if none.
         `precision`: the Trainer's policy name (None: the one the config chooses)."""
+        return None
+
+    def query_tower(
+        self, own_dims: int, max_query_length: int, precision: str, complete: bool = True
+    ) -> QueryTower | None:
+        """What the model serves for a query beside its trained tower when its documents are
+        frozen (rankcore QueryTower: `own_dims` of its own, then the frozen parts'), under the
+        Trainer's `precision`; None when its documents are not (every vector is its own).
+        `complete`: the export answers with the whole vector (else the trained part only)."""
         return None
 
     def document_cache(self) -> DocCache | None:

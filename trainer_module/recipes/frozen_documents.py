@@ -14,6 +14,7 @@ with the frozen companion's), so the tower learns what the companion misses.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from typing import TYPE_CHECKING
 
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
     import tensorflow as tf
     import tf_keras as keras
 
-    from rankcore.corpus_vectors import DocumentTower
+    from rankcore.corpus_vectors import DocumentTower, QueryTower
     from trainer_module.config import TrainerConfig
     from trainer_module.inputs import CandidateLists
 
@@ -116,6 +117,20 @@ class FrozenDocuments(Recipe):
             EncoderSpec(companion, max_doc_length, precision) if companion else None,
             own.companion_weight,
         )
+
+    def query_tower(
+        self, own_dims: int, max_query_length: int, precision: str, complete: bool = True
+    ) -> QueryTower:
+        """DualEncoder.embed_query's vector: the trained tower's, then with a companion the
+        companion's over the query's ids cut as the query's, times sqrt(w)."""
+        from rankcore.corpus_vectors import EncoderSpec, QueryTower
+
+        own = self.cfg.recipe.frozen_documents
+        frozen = ()
+        if own.companion_checkpoint_dir:
+            spec = EncoderSpec(own.companion_checkpoint_dir, max_query_length, precision)
+            frozen = ((spec, math.sqrt(own.companion_weight)),)
+        return QueryTower(own_dims, frozen, complete)
 
     def document_cache(self) -> DocCache:
         return {}

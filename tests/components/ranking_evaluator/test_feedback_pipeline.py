@@ -12,6 +12,7 @@ About a minute on 2 cores.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -83,10 +84,21 @@ def _ids(feature, name: str) -> list[int]:
     return list(feature[name].int64_list.value)
 
 
-def _vectors(model_dir: str, examples: list[tf.train.Example]) -> tuple[dict, dict]:
-    """The fold model's vectors of every text of its split, through its own signatures, and
-    its plain (pair) scores."""
-    loaded = tf.saved_model.load(model_dir)
+def _served_model(outputs: Path) -> str:
+    """The final (served) Trainer's SavedModel: the fold models' frozen parts."""
+    root = outputs / "pipelines" / PIPELINE_NAME / "Trainer" / "model"
+    (model_dir,) = root.glob("*/Format-Serving")
+    return str(model_dir)
+
+
+def _vectors(model_dir: str, served_dir: str, examples: list[tf.train.Example]) -> tuple:
+    """The fold model's vectors of every text of its split and its plain (pair) scores: a fold
+    model is exported as its query tower (query_tower.json, complete false; no document
+    signature), so its query vectors are its own signature's (no companion: the whole vector)
+    and its document vectors the served model's frozen tower's, the same checkpoint."""
+    assert json.loads(Path(model_dir, "query_tower.json").read_text())["complete"] is False
+    fold, served = tf.saved_model.load(model_dir), tf.saved_model.load(served_dir)
+    assert "embed_doc_ids" not in fold.signatures
     texts, pairs = {}, []
     for example in examples:
         f = example.features.feature
@@ -95,7 +107,7 @@ def _vectors(model_dir: str, examples: list[tf.train.Example]) -> tuple[dict, di
         texts[("d", docid)] = _ids(f, "doc_ids")[: f["doc_lengths"].int64_list.value[0]]
         pairs.append((qid, docid))
     vectors = {}
-    for kind, signature in (("q", "embed_query_ids"), ("d", "embed_doc_ids")):
+    for kind, loaded, signature in (("q", fold, "embed_query_ids"), ("d", served, "embed_doc_ids")):
         keys = [k for k in texts if k[0] == kind]
         width = max(1, max(len(texts[k]) for k in keys))
         ids = np.array([texts[k] + [0] * (width - len(texts[k])) for k in keys], np.int64)
@@ -121,7 +133,9 @@ def test_each_fold_is_ranked_with_its_models_feedback(feedback_run) -> None:
     for f in per_fold:
         assert read_fusion(f["model"])["feedback"] == SETTING
         vectors, plain = _vectors(
-            f["model"], _examples(outputs, folds.split_name(f["fold"], "eval"))
+            f["model"],
+            _served_model(outputs),
+            _examples(outputs, folds.split_name(f["fold"], "eval")),
         )
         want = feedback.rescore(plain, first_stage, vectors, SETTING, f["alpha"])
         assert want and set(want) <= set(reranker)
