@@ -223,10 +223,10 @@ def _trainer(w: Wiring) -> dict[str, Any]:
     chosen = (
         {"hyperparameters": w.output(tuner, "best_hyperparameters")} if tuner in w.built else {}
     )
-    inputs = _training_inputs(w)
+    training = _training_inputs(w)
     if query_tower_only(w):
-        inputs["custom_config"]["query_tower_only"] = True  # trainer_module QUERY_TOWER_ONLY
-    return {"run_fn": RUN_FN, **inputs, **chosen}
+        training["custom_config"]["query_tower_only"] = True  # trainer_module QUERY_TOWER_ONLY
+    return {"run_fn": RUN_FN, **training, **chosen}
 
 
 def _evaluator(w: Wiring) -> dict[str, Any]:

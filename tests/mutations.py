@@ -297,7 +297,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         name="companion-not-served",
         promise="a companion encoder's vectors are appended to every vector the model serves",
         file="trainer_module/models/dual_encoder.py",
-        find="[math.sqrt(1.0 - w) * tf.cast(own, tf.float32), math.sqrt(w) * other]",
+        find="[self._served_own(own), math.sqrt(self.companion_weight) * other]",
         replace="[tf.cast(own, tf.float32), 0.0 * other]",
         tests=(
             "tests/trainer_module/test_trainer_frozen_documents.py::"
