@@ -100,20 +100,29 @@ def human_size(n: int) -> str:
     return f"{size:.1f} {unit}"
 
 
-def _file_sizes(directory: str, files: list[str]) -> Iterator[tuple[str, int]]:
-    """(path, bytes) of the files of one walked directory; symbolic links are not counted."""
+def _file_sizes(directory: str, files: list[str], seen: set) -> Iterator[tuple[str, int]]:
+    """(path, bytes) of the files of one walked directory; symbolic links are not counted, and
+    a file hard-linked from another place of the walk (`seen`: its (device, inode) pairs so far;
+    the Pusher's archive copy links the Trainer's files) counts once, as du counts it."""
     for name in files:
         path = os.path.join(directory, name)
-        if not os.path.islink(path):
-            yield path, os.path.getsize(path)
+        if os.path.islink(path):
+            continue
+        stat = os.stat(path)
+        if stat.st_nlink > 1:
+            if (stat.st_dev, stat.st_ino) in seen:
+                continue
+            seen.add((stat.st_dev, stat.st_ino))
+        yield path, stat.st_size
 
 
 def tree_sizes(root: str) -> dict[str, int]:
     """Bytes under each directory and file below `root` (root included), by normalised path,
     from one walk (du's answer for every path at once)."""
     sizes: dict[str, int] = {}
+    seen: set = set()
     for directory, subdirs, files in os.walk(root, topdown=False):
-        own = dict(_file_sizes(directory, files))
+        own = dict(_file_sizes(directory, files, seen))
         sizes.update(own)
         subtotal = sum(sizes.get(os.path.join(directory, d), 0) for d in subdirs)
         sizes[directory] = sum(own.values()) + subtotal
@@ -132,7 +141,8 @@ def tree_bytes(uri: str, sizes: dict[str, int] | None = None) -> int | None:
     if os.path.isfile(path):
         return os.path.getsize(path)
     # One total: no per-path table (tree_sizes) to build for it.
-    return sum(size for d, _, files in os.walk(path) for _, size in _file_sizes(d, files))
+    seen: set = set()
+    return sum(size for d, _, files in os.walk(path) for _, size in _file_sizes(d, files, seen))
 
 
 def open_store(path: str) -> metadata_store.MetadataStore:

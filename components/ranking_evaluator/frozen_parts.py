@@ -8,6 +8,7 @@ frozen_identity), so a fold model costs its query tower on disk."""
 
 from __future__ import annotations
 
+from components.ranking_evaluator.embedding import partial
 from rankcore.corpus_vectors import QUERY_TOWER_FILE, QueryTower
 
 
@@ -15,9 +16,9 @@ def frozen_parts_model(model_dir: str, served_dir: str) -> str | None:
     """None when the model at `model_dir` embeds every text itself; for a partial model,
     `served_dir` (the run's served model) once its frozen parts are found to be the same, else
     a ValueError naming both files."""
-    tower = QueryTower.read(model_dir)
-    if tower is None or tower["complete"]:
+    if not partial(model_dir):
         return None
+    tower = QueryTower.read(model_dir)
     served = QueryTower.read(served_dir)
     if served is None or not served["complete"]:
         raise ValueError(

@@ -58,26 +58,41 @@ def next_version(base: str, now: float | None = None) -> int:
     return max([now_version, *(v + 1 for v in existing_versions(base))])
 
 
-def copy_model(src: str, dst: str, extra_files: dict[str, str]) -> None:
+def copy_model(src: str, dst: str, extra_files: dict[str, str], link: bool = False) -> None:
     """Copies a SavedModel directory with tf.io.gfile (any gfile URI: local, gs://, s3://...,
     where tfx.utils.io_utils only knows a few schemes), writes `extra_files`, and writes
     saved_model.pb last: TF Serving and the SavedModel loader take it as the sign of a
-    complete model."""
+    complete model. With `link`, a file is hard-linked where both sides are on one local
+    filesystem (copied otherwise): for a copy inside the pipeline root, whose files no one
+    writes again, so it costs no second copy of the model's bytes."""
     last = None
     for root, _, files in tf.io.gfile.walk(src):
         out = os.path.join(dst, os.path.relpath(root, src))
         tf.io.gfile.makedirs(out)
+        top = root.rstrip("/") == src.rstrip("/")
         for name in files:
-            if root.rstrip("/") == src.rstrip("/") and name == SAVED_MODEL_FILE:
+            if top and name == SAVED_MODEL_FILE:
                 last = os.path.join(root, name)
                 continue
-            tf.io.gfile.copy(os.path.join(root, name), os.path.join(out, name), overwrite=False)
+            if top and name in extra_files:  # replaced below (never written through a link)
+                continue
+            _place(os.path.join(root, name), os.path.join(out, name), link)
     for name, text in extra_files.items():
         with tf.io.gfile.GFile(os.path.join(dst, name), "w") as f:
             f.write(text)
     if last is None:
         raise FileNotFoundError(f"{src} has no {SAVED_MODEL_FILE}: not a SavedModel")
-    tf.io.gfile.copy(last, os.path.join(dst, SAVED_MODEL_FILE), overwrite=False)
+    _place(last, os.path.join(dst, SAVED_MODEL_FILE), link)
+
+
+def _place(src: str, dst: str, link: bool) -> None:
+    if link and "://" not in src and "://" not in dst:
+        try:
+            os.link(src, dst)
+            return
+        except OSError:  # another filesystem (EXDEV) or one without hard links: copied
+            pass
+    tf.io.gfile.copy(src, dst, overwrite=False)
 
 
 def push_new_version(
@@ -247,7 +262,8 @@ class Executor(pusher_executor.Executor):
             logging.info("Model pushed to %s with its model card", serving_path)
         files = card_files(version, serving_path)
 
-        # Archive copy in the PushedModel artifact, as the standard Pusher keeps one.
-        copy_model(model_path, pushed.uri, files)
+        # Archive copy in the PushedModel artifact, as the standard Pusher keeps one: hard
+        # links to the Trainer's files where the pipeline root is one local filesystem.
+        copy_model(model_path, pushed.uri, files, link=True)
         self._MarkPushed(pushed, pushed_destination=serving_path, pushed_version=version)
         pushed.set_string_custom_property("model_card", os.path.join(serving_path, CARD_MD))

@@ -26,6 +26,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -57,6 +58,9 @@ SIGNALS = {"RankingEvaluator": signal.SIGTERM}  # the others get SIGINT
 WITH_WORKERS = "RankingEvaluator"  # signalled once Beam's multi_processing workers run
 SETTINGS = ["trainer.train_steps=120"]  # a shorter Trainer: progress at step 50, then 100
 TAG_ENV = "RANKPIPE_INTERRUPT_TEST_TAG"  # marks the chain's processes and their children
+# A run alive this long has hung (a Beam worker stuck at start-up once kept one for 56 min): it
+# is killed with its process tree and the link fails, instead of blocking the suite.
+RUN_DEADLINE_S = 600
 State = metadata_store_pb2.Execution
 DONE_STATES = (State.COMPLETE, State.CACHED)
 
@@ -180,6 +184,16 @@ def _output_dirs(root: Path, component: str) -> set[Path]:
     return {p for p in root.glob(f"{component}/*/*") if p.parent.name != ".system"}
 
 
+def _kill_tree(pid: int, hung: threading.Event) -> None:
+    """SIGKILL to `pid` and every process below it (the watchdog of a hung run), `hung` set."""
+    hung.set()
+    for target in [*interrupts.descendants(pid), pid]:
+        try:
+            os.kill(target, signal.SIGKILL)
+        except ProcessLookupError:
+            continue
+
+
 def _wait(condition: Callable[[], bool], proc: subprocess.Popen, timeout_s: float = 120) -> None:
     deadline = time.time() + timeout_s
     while not condition() and time.time() < deadline and proc.poll() is None:
@@ -206,6 +220,9 @@ def _run(outputs: Path, tag: str, target: str | None, signum: int | None) -> Lin
             argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True
         )
         lines, sent_at, workers = [], None, []
+        hung = threading.Event()
+        watchdog = threading.Timer(RUN_DEADLINE_S, _kill_tree, [proc.pid, hung])
+        watchdog.start()
         ready = (
             re.compile(r"^ +Trainer step \d+/")
             if target == "Trainer"
@@ -226,17 +243,17 @@ def _run(outputs: Path, tag: str, target: str | None, signum: int | None) -> Lin
                 _wait(lambda: bool(_output_dirs(root, target) - dirs_before), proc)
             os.kill(proc.pid, signum)
             sent_at = time.time()
-        returncode = proc.wait(timeout=600)
+        returncode = proc.wait(timeout=RUN_DEADLINE_S + 60)
+        watchdog.cancel()
+    if hung.is_set():
+        pytest.fail(
+            f"rankpipe run demo (signal {signum} to {target}) was still running after "
+            f"{RUN_DEADLINE_S} s and was killed; its last lines:\n{''.join(lines[-20:])}"
+            f"\nits stderr: {stderr_path}"
+        )
     stop_s = time.time() - sent_at if sent_at else 0.0
-    link = Link(
-        target,
-        signum,
-        finished_before,
-        returncode,
-        "".join(lines),
-        stderr_path.read_text(),
-        stop_s,
-    )
+    output, stderr_text = "".join(lines), stderr_path.read_text()
+    link = Link(target, signum, finished_before, returncode, output, stderr_text, stop_s)
     link.workers_seen = workers
     if not (root / "metadata.sqlite").exists():
         return link

@@ -220,6 +220,48 @@ def test_executor_pushes_a_blessed_model_with_its_card(pusher_io: dict) -> None:
     assert tree(pushed.uri) == files
 
 
+def test_the_archive_copy_links_the_models_files_and_the_served_copy_does_not(
+    pusher_io: dict, monkeypatch
+) -> None:
+    """The PushedModel archive inside the pipeline root costs no second copy of the model: its
+    files are hard links to the Trainer's (counted once by `rankpipe runs`); the serving
+    directory, the user's, gets files of its own; a file the card replaces is never written
+    through a link; on another filesystem the archive is copied."""
+    from pipelines import runs
+
+    pusher_io["blessing"].set_int_custom_property("blessed", 1)
+    model_dir = Path(pusher_io["inputs"]["model"][0].uri) / "Format-Serving"
+    (model_dir / "model_card.md").write_text("the Trainer's own file")
+    executor.Executor().Do(pusher_io["inputs"], pusher_io["outputs"], pusher_io["exec"])
+    pushed = Path(pusher_io["pushed"].uri)
+    served = Path(pusher_io["pushed"].get_string_custom_property("pushed_destination"))
+    index = Path("variables") / "variables.index"
+    for name in (index, Path("saved_model.pb")):
+        assert os.path.samefile(model_dir / name, pushed / name)
+        assert not os.path.samefile(model_dir / name, served / name)
+    assert (model_dir / "model_card.md").read_text() == "the Trainer's own file"
+    assert (pushed / "model_card.md").read_text().startswith("# Model card")
+    # `rankpipe runs` counts a linked file once, as du does.
+    root = str(pushed.parent)
+    every_name = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(root) for f in fs)
+    linked = sum(
+        p.stat().st_size for p in pushed.rglob("*") if p.is_file() and p.stat().st_nlink > 1
+    )
+    assert linked == sum(p.stat().st_size for p in model_dir.rglob("*") if p.is_file()) - len(
+        "the Trainer's own file"
+    )
+    assert runs.tree_sizes(root)[root] == runs.tree_bytes(root) == every_name - linked
+
+    def no_links(src: str, dst: str) -> None:
+        raise OSError(18, "Invalid cross-device link")
+
+    monkeypatch.setattr(executor.os, "link", no_links)
+    copied = pushed.parent / "copied"
+    executor.copy_model(str(model_dir), str(copied), {}, link=True)
+    assert tree(str(copied)) == tree(str(model_dir))
+    assert not os.path.samefile(model_dir / index, copied / index)
+
+
 def test_executor_refuses_an_evaluation_of_another_model(pusher_io: dict) -> None:
     pusher_io["blessing"].set_int_custom_property("blessed", 1)
     pusher_io["evaluation"].write_text(json.dumps(metrics_json("/somewhere/else")))
