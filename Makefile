@@ -12,8 +12,11 @@ demo: setup
 # Lint, format check, import contracts (pyproject.toml [tool.importlinter]) and the test suite
 # (includes an end-to-end LocalDagRunner run on Cranfield).
 # setup-system installs Chromium (report screenshot test) when missing, as root with apt-get.
+# Two pytest-xdist workers, whole test files each (tests/conftest.py says why and how grouped);
+# TEST_WORKERS=1 runs it in one process.
+TEST_WORKERS ?= 2
 test: setup setup-system lint
-	.venv/bin/pytest
+	.venv/bin/pytest -n $(TEST_WORKERS) --dist loadfile
 
 # System packages beyond .venv (scripts/setup-system.sh; a no-op when they are there).
 setup-system:

@@ -27,6 +27,11 @@ So, for the length of the run:
   from the cache.
 - end_child_processes() ends what is left of this process's children, so none outlives the
   run.
+- A run that has not unwound UNWIND_GRACE_S after the signal is waiting on something the
+  first SIGTERM did not reach: an SDK worker started after it, or one stuck at start-up whose
+  logging channel timed out (seen once on a loaded 2-core host: the run and that worker
+  waited 56 minutes). Its descendants then get SIGKILL, and after as long again the signal is
+  delivered to the main thread once more, raising RunInterrupted wherever it waits.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ from typing import Any
 # the signal came (pipelines/runs.py shows "interrupted in <it>").
 INTERRUPTED_PROPERTY = "rankpipe_interrupted_in"
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
+UNWIND_GRACE_S = 20.0  # seconds from the signal to the SIGKILL of what still runs below us
 
 _log = logging.getLogger("rankpipe")
 
@@ -68,9 +74,16 @@ class InterruptGuard:
     `quiet()` (the clean-up after the runner unwound) signals are only noted.
     """
 
-    def __init__(self, where: Callable[[], str | None] = lambda: None, end_children: bool = False):
+    def __init__(
+        self,
+        where: Callable[[], str | None] = lambda: None,
+        end_children: bool = False,
+        grace_s: float = UNWIND_GRACE_S,
+    ):
         self.where = where
         self.end_children = end_children
+        self.grace_s = grace_s
+        self._unwound = threading.Event()  # the clean-up (quiet) began, or the guard exited
         self.signum: int | None = None
         self.component: str | None = None
         self.at: float | None = None  # time.time() of the first signal
@@ -84,6 +97,7 @@ class InterruptGuard:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._unwound.set()
         for signum, handler in self._saved.items():
             signal.signal(signum, handler)
         self._saved.clear()
@@ -114,8 +128,28 @@ class InterruptGuard:
                 for pid in descendants(os.getpid()):  # SIGTERM only: no waiting in a handler
                     with contextlib.suppress(OSError):
                         os.kill(pid, signal.SIGTERM)
+                threading.Thread(target=self._escalate, name="rankpipe-unwind", daemon=True).start()
         if self._raising:
             raise RunInterrupted(signum)
+
+    def _escalate(self) -> None:
+        """After the first signal, in its own thread: SIGKILL for the descendants of a run not
+        unwound within grace_s, then the signal again in the main thread (module docstring)."""
+        if self._unwound.wait(self.grace_s):
+            return
+        pids = descendants(os.getpid())
+        _log.warning(
+            "the run had not stopped %.0f s after %s: SIGKILL to its child processes %s",
+            self.grace_s,
+            self.signal_name,
+            pids,
+        )
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        if not self._unwound.wait(self.grace_s) and self.signum is not None:
+            _log.warning("the run is still waiting: %s again in its main thread", self.signal_name)
+            signal.pthread_kill(threading.main_thread().ident or 0, self.signum)
 
     def check(self) -> None:
         """Raises RunInterrupted in the main thread when a signal came (its first exception
@@ -131,6 +165,7 @@ class InterruptGuard:
     def quiet(self) -> Iterator[None]:
         """Signals are noted but raise nothing: for the clean-up, which must not be cut short
         (MLMD writes, directory removal) and takes well under a second."""
+        self._unwound.set()
         self._raising = False
         try:
             yield

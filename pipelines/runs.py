@@ -23,6 +23,7 @@ import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from stat import S_ISLNK
 
 from ml_metadata import metadata_store
 from ml_metadata.proto import metadata_store_pb2
@@ -100,15 +101,17 @@ def human_size(n: int) -> str:
     return f"{size:.1f} {unit}"
 
 
-def _file_sizes(directory: str, files: list[str], seen: set) -> Iterator[tuple[str, int]]:
+def _file_sizes(
+    directory: str, files: list[str], seen: set[tuple[int, int]]
+) -> Iterator[tuple[str, int]]:
     """(path, bytes) of the files of one walked directory; symbolic links are not counted, and
     a file hard-linked from another place of the walk (`seen`: its (device, inode) pairs so far;
     the Pusher's archive copy links the Trainer's files) counts once, as du counts it."""
     for name in files:
         path = os.path.join(directory, name)
-        if os.path.islink(path):
+        stat = os.lstat(path)
+        if S_ISLNK(stat.st_mode):
             continue
-        stat = os.stat(path)
         if stat.st_nlink > 1:
             if (stat.st_dev, stat.st_ino) in seen:
                 continue
@@ -120,7 +123,7 @@ def tree_sizes(root: str) -> dict[str, int]:
     """Bytes under each directory and file below `root` (root included), by normalised path,
     from one walk (du's answer for every path at once)."""
     sizes: dict[str, int] = {}
-    seen: set = set()
+    seen: set[tuple[int, int]] = set()
     for directory, subdirs, files in os.walk(root, topdown=False):
         own = dict(_file_sizes(directory, files, seen))
         sizes.update(own)
@@ -141,7 +144,7 @@ def tree_bytes(uri: str, sizes: dict[str, int] | None = None) -> int | None:
     if os.path.isfile(path):
         return os.path.getsize(path)
     # One total: no per-path table (tree_sizes) to build for it.
-    seen: set = set()
+    seen: set[tuple[int, int]] = set()
     return sum(size for d, _, files in os.walk(path) for _, size in _file_sizes(d, files, seen))
 
 

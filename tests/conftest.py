@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -97,3 +100,37 @@ def binary_beir(tmp_path: Path, shared_data: Path) -> dict[str, str]:
         "qrels": str(root / "qrels" / "test.tsv"),
         "qrels_format": "beir_qrels",
     }
+
+
+# `make test` runs the suite on two pytest-xdist workers (`--dist loadfile`): one pytest
+# process keeps only ~1.15 of the two cores busy, most of a pipeline run being one thread of
+# Python (TFX orchestration, Beam's DirectRunner, imports). Each test file goes to one worker
+# whole, so its module fixtures run once. Files that share a costly session fixture (pipeline
+# runs that a module-level cache hands to several files) go to the same worker too, so those
+# runs happen once: the scheduler below. (xdist's own `loadgroup` marks cannot do it under
+# pytest 9, whose node ids no longer take xdist's `@group` suffix.) Session fixtures not named
+# here are cheap enough to build on each worker.
+SHARED_RUNS = ("pipeline_runs", "cranfield_bm25")
+
+
+@functools.cache
+def shared_run_group(path: str) -> str:
+    """The scope of a test file (repository-relative): the first SHARED_RUNS fixture its text
+    names, else the file itself. Read from the source because xdist's controller schedules
+    node ids and never sees the workers' fixtures."""
+    text = (REPO_ROOT / path).read_text() if path.endswith(".py") else ""
+    return next((f"shared:{n}" for n in SHARED_RUNS if re.search(rf"\b{n}\b", text)), path)
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest without xdist (`-p no:xdist`) has no such hook
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadfile`, with the files of one SHARED_RUNS fixture as one scope."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedRunScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return shared_run_group(nodeid.split("::", 1)[0])
+
+    return SharedRunScheduling(config, log)

@@ -4,34 +4,16 @@
 Each entry replaces one exact snippet of production code (`find`, which must occur exactly
 once in `file`: tests/test_mutations.py checks that on every CI run, so the table cannot drift
 from the code) with a broken `replace`, and names the tests that must then fail. Adding a
-promise is one entry here and one row in docs/testing.md.
+promise is one entry here (or in tests/mutations_disk.py, what a run keeps on disk) and one row
+in docs/testing.md.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from mutation import Mutation, apply
+from mutations_disk import DISK
 
-
-@dataclass(frozen=True)
-class Mutation:
-    name: str
-    promise: str
-    file: str
-    find: str
-    replace: str
-    tests: tuple[str, ...]
-
-
-def apply(mutation: Mutation, text: str) -> str:
-    """`text` with the mutation applied; ValueError when its snippet is not there exactly once."""
-    count = text.count(mutation.find)
-    if count != 1:
-        raise ValueError(
-            f"mutation {mutation.name}: {mutation.file} holds its snippet {count} times "
-            f"(must be once): {mutation.find!r}"
-        )
-    return text.replace(mutation.find, mutation.replace)
-
+__all__ = ["MUTATIONS", "Mutation", "apply"]
 
 _RESUME_TESTS = (
     "tests/trainer_module/test_trainer_kill_resume.py",
@@ -468,14 +450,6 @@ MUTATIONS: tuple[Mutation, ...] = (
         ),
     ),
     Mutation(
-        name="finished-checkpoints-kept",
-        promise="a finished Trainer keeps its SavedModel, not its checkpoints",
-        file="trainer_module/run_fn.py",
-        find="    if not cfg.keep_finished_checkpoints:\n",
-        replace="    if False:\n",
-        tests=("tests/trainer_module/test_trainer_export.py::test_run_fn_end_to_end_and_resume",),
-    ),
-    Mutation(
         name="cpu-bfloat16-never-picked",
         promise="mixed_precision auto picks bfloat16 for the transformers on a CPU that has it",
         file="trainer_module/hardware.py",
@@ -497,4 +471,5 @@ MUTATIONS: tuple[Mutation, ...] = (
             "test_the_configured_stemmer_reaches_the_pipelines_bm25",
         ),
     ),
+    *DISK,
 )

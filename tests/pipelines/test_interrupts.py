@@ -19,8 +19,6 @@ once they exist, to check that none outlives the run.
 
 from __future__ import annotations
 
-import io
-import logging
 import os
 import re
 import signal
@@ -368,58 +366,6 @@ def test_the_run_after_the_interrupts_completes_from_the_cache(chain: Chain) -> 
     assert final.survivors == []
 
 
-# -- the guard itself, in this process: real signals, no pipeline ----------------------------
-
-
-def test_the_guard_raises_in_the_main_thread_and_restores_the_handlers() -> None:
-    before = signal.getsignal(signal.SIGTERM)
-    with interrupts.InterruptGuard(where=lambda: "Trainer") as guard:
-        with pytest.raises(interrupts.RunInterrupted):
-            signal.raise_signal(signal.SIGTERM)
-            time.sleep(5)  # (the handler runs first)
-        assert (guard.signal_name, guard.exit_code, guard.component) == ("SIGTERM", 143, "Trainer")
-    assert signal.getsignal(signal.SIGTERM) is before
-
-
-def test_a_signal_swallowed_by_a_finalizer_still_stops_the_run_at_the_next_check() -> None:
-    """What happened in StatisticsGen: the KeyboardInterrupt raised inside a finalizer, which
-    Python reports ("Exception ignored in ...") and drops."""
-
-    class Finalized:
-        def __del__(self) -> None:
-            signal.raise_signal(signal.SIGINT)  # the handler runs here, in the finalizer
-
-    with interrupts.InterruptGuard() as guard:
-        Finalized()  # collected at once: the exception is printed and dropped
-        assert guard.interrupted and guard.exit_code == 130
-        with pytest.raises(interrupts.RunInterrupted):
-            guard.check()  # where RunConsole calls it: a component start, a progress record
-        with guard.quiet():
-            signal.raise_signal(signal.SIGINT)  # noted, nothing raised: the clean-up runs
-            guard.check()
-
-
-def test_end_child_processes_ends_the_whole_tree() -> None:
-    """In a child python (ending this process's own children would hit pytest's)."""
-    code = (
-        "import subprocess, sys, time\n"
-        "from pipelines import interrupts\n"
-        "shell = subprocess.Popen(['sh', '-c', 'sleep 60 & sleep 60; :'])\n"
-        "time.sleep(0.5)\n"
-        "tree = interrupts.descendants(interrupts.os.getpid())\n"
-        "assert len(tree) >= 3, tree\n"
-        "ended = interrupts.end_child_processes()\n"
-        "assert sorted(ended) == sorted(tree), (ended, tree)\n"
-        "time.sleep(0.2)\n"
-        "alive = [p for p in tree if interrupts._running(p)]\n"
-        "assert not alive, alive\n"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60
-    )
-    assert result.returncode == 0, result.stderr
-
-
 def test_runs_tells_interrupted_killed_and_running_apart(tmp_path: Path) -> None:
     """`rankpipe runs` verdicts from a real SQLite MLMD store: the interrupt marker, a
     CANCELED execution, a RUNNING one of a dead process and of a live one."""
@@ -465,33 +411,3 @@ def test_runs_tells_interrupted_killed_and_running_apart(tmp_path: Path) -> None
     # newest unfinished run is running; the older one was still killed.
     with (root / "logs" / f"run-20260101-000000-{os.getpid()}.log").open("w"):
         assert verdicts() == {**expected, "live": "running Trainer"}
-
-
-def test_the_console_stops_the_run_at_the_runner_records_after_a_signal(tmp_path: Path) -> None:
-    """RunConsole calls the guard's check at TFX's "Component %s is running." record (before
-    its line: the component has not started), at a new execution and at a Trainer progress
-    record, and keeps the launcher's ExecutionInfo for the clean-up."""
-    from absl import logging as absl_logging
-
-    from pipelines import console as console_lib
-
-    out = io.StringIO()
-    with interrupts.InterruptGuard() as guard:
-        with console_lib.RunConsole(
-            str(tmp_path / "run.log"), total=2, out=out, err=io.StringIO(), check=guard.check
-        ) as console:
-            guard.where = lambda: console.current.name if console.current else None
-            absl_logging.info("Component %s is running.", "Trainer")
-            absl_logging.info("Going to run a new execution %d", 7)
-            info = object()  # what the launcher logs: its ExecutionInfo
-            absl_logging.info("Going to run a new execution: %s", info)
-            assert console.current.execution_info is info
-            with guard.quiet():
-                signal.raise_signal(signal.SIGINT)  # noted only: as if swallowed
-            assert guard.component == "Trainer"
-            progress = {"step": 1, "total": 2, "loss": 1.0, "examples_per_sec": 1, "eta_seconds": 1}
-            with pytest.raises(interrupts.RunInterrupted):  # the Trainer's loop stops here
-                logging.getLogger("trainer").info("step", extra={"rankpipe_progress": progress})
-            with pytest.raises(interrupts.RunInterrupted):
-                absl_logging.info("Component %s is running.", "Pusher")
-    assert "Pusher" not in out.getvalue()
