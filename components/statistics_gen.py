@@ -22,6 +22,7 @@ from tfx.types import artifact_utils, standard_component_specs
 from components import beam_mode, worker_dirs
 from components.executor_types import Artifacts
 from components.executor_types import ExecProperties as Props
+from components.process_memory import released_after
 
 
 class Executor(tfx_executor.Executor):
@@ -29,6 +30,7 @@ class Executor(tfx_executor.Executor):
 
     _make_pipeline: Callable[[], beam.Pipeline] | None = None
 
+    @released_after
     def Do(self, input_dict: Artifacts, output_dict: Artifacts, exec_properties: Props) -> None:
         examples = artifact_utils.get_single_instance(
             input_dict[standard_component_specs.EXAMPLES_KEY]

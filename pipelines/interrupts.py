@@ -125,9 +125,7 @@ class InterruptGuard:
             except Exception:  # noqa: BLE001  (naming the component is best effort)
                 self.component = None
             if self.end_children:
-                for pid in descendants(os.getpid()):  # SIGTERM only: no waiting in a handler
-                    with contextlib.suppress(OSError):
-                        os.kill(pid, signal.SIGTERM)
+                _signal_all(descendants(os.getpid()), signal.SIGTERM)  # no waiting in a handler
                 threading.Thread(target=self._escalate, name="rankpipe-unwind", daemon=True).start()
         if self._raising:
             raise RunInterrupted(signum)
@@ -144,9 +142,7 @@ class InterruptGuard:
             self.signal_name,
             pids,
         )
-        for pid in pids:
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
+        _signal_all(pids, signal.SIGKILL)
         if not self._unwound.wait(self.grace_s) and self.signum is not None:
             _log.warning("the run is still waiting: %s again in its main thread", self.signal_name)
             signal.pthread_kill(threading.main_thread().ident or 0, self.signum)
@@ -346,23 +342,25 @@ def end_child_processes(timeout_s: float = 3.0) -> list[int]:
     still alive: SIGTERM, then SIGKILL after `timeout_s`. Returns the pids it signalled. The
     run exits with os._exit afterwards, which would otherwise leave them running."""
     pids = descendants(os.getpid())
-    for pid in pids:
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGTERM)
+    _signal_all(pids, signal.SIGTERM)
     deadline = time.time() + timeout_s
     while time.time() < deadline:
         alive = [p for p in pids if _running(p)]
         if not alive:
             break
         time.sleep(0.05)
-    for pid in pids:
-        if _running(pid):
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
+    _signal_all([p for p in pids if _running(p)], signal.SIGKILL)
     for pid in pids:  # reap our own children (zombies otherwise, until os._exit)
         with contextlib.suppress(OSError):
             os.waitpid(pid, os.WNOHANG)
     return pids
+
+
+def _signal_all(pids: list[int], signum: int) -> None:
+    """Sends `signum` to each of `pids`; one that has already ended is skipped."""
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signum)
 
 
 def _running(pid: int) -> bool:

@@ -19,6 +19,7 @@ from components.corpus_encoder import constants, encode
 from components.corpus_encoder.config import DocumentsConfig, encoders_from_json
 from components.executor_types import Artifacts
 from components.executor_types import ExecProperties as Props
+from components.process_memory import released_after
 from components.ranking_datagen import outputs
 from rankcore import corpus_vectors
 
@@ -26,6 +27,7 @@ from rankcore import corpus_vectors
 class Executor(base_beam_executor.BaseBeamExecutor):
     """Runs the CorpusEncoder; see the module docstring."""
 
+    @released_after
     def Do(self, input_dict: Artifacts, output_dict: Artifacts, exec_properties: Props) -> None:
         out = artifact_utils.get_single_instance(output_dict[constants.CORPUS_VECTORS])
         docs = DocumentsConfig.from_json(exec_properties[constants.DOCUMENTS])

@@ -22,6 +22,7 @@ from tfx.types import artifact_utils
 from components import beam_mode, worker_dirs
 from components.executor_types import Artifacts
 from components.executor_types import ExecProperties as Props
+from components.process_memory import released_after
 from components.ranking_datagen import generate, outputs
 from components.ranking_datagen.config import (
     CORPUS_VECTORS,
@@ -37,6 +38,7 @@ from rankcore import lineage
 class Executor(base_beam_executor.BaseBeamExecutor):
     """Runs RankingDataGen; see the module docstring."""
 
+    @released_after
     def Do(self, input_dict: Artifacts, output_dict: Artifacts, exec_properties: Props) -> None:
         out = {name: artifact_utils.get_single_instance(output_dict[name]) for name in OUTPUT_KEYS}
         # What the workers open: the documents, the corpus vectors (when given) and the work

@@ -26,6 +26,7 @@ from tfx.utils import path_utils
 
 from components.executor_types import Artifacts
 from components.executor_types import ExecProperties as Props
+from components.process_memory import released_after
 from components.ranking_evaluator import kfp_ui
 from components.ranking_evaluator.config import EvaluatorConfig
 from components.ranking_evaluator.constants import (
@@ -127,6 +128,7 @@ def _record(reports: Reports, output_dict: Artifacts) -> None:
 
 
 class Executor(base_beam_executor.BaseBeamExecutor):
+    @released_after
     def Do(self, input_dict: Artifacts, output_dict: Artifacts, exec_properties: Props) -> None:
         request = _request(input_dict, output_dict, exec_properties)
         _record(evaluate(request, self), output_dict)

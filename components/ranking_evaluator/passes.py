@@ -17,7 +17,7 @@ from typing import NamedTuple
 import tensorflow as tf
 from tfx.dsl.components.base import base_beam_executor
 
-from components import beam_mode, worker_dirs
+from components import beam_mode, process_memory, worker_dirs
 from components.ranking_evaluator import scoring
 from components.ranking_evaluator.config import EvaluatorConfig
 from components.ranking_evaluator.corpus_documents import FROM_CORPUS_VECTORS, corpus_documents
@@ -147,6 +147,8 @@ def score_parts(
             part_qids.append(sorted(scored["candidate"]))
             for name, run in scored.items():
                 raw.setdefault(name, {}).update(run)
+            # Each pass loads its fold's model; what it left is collected before the next.
+            process_memory.release()
     finally:  # the served model kept for the fold models' passes (embedding.py)
         release_frozen_models()
     if len(parts) > 1 and baseline is not None:

@@ -28,6 +28,7 @@ from tfx.utils import path_utils, proto_utils
 
 from components.executor_types import Artifacts
 from components.executor_types import ExecProperties as Props
+from components.process_memory import released_after
 from components.push_destination import (
     CARD_JSON,
     CARD_MD,
@@ -195,6 +196,7 @@ def _trained_queries(summary: Any, config: Any, evaluation: Any) -> dict[str, An
 class Executor(pusher_executor.Executor):
     """Pushes blessed models to `<base_directory>/<version>/` with model_card.md/.json."""
 
+    @released_after
     def Do(self, input_dict: Artifacts, output_dict: Artifacts, exec_properties: Props) -> None:
         self._log_startup(input_dict, output_dict, exec_properties)
         pushed = artifact_utils.get_single_instance(

@@ -15,6 +15,7 @@ from tfx.components.trainer import fn_args_utils
 
 from components.executor_types import Artifacts
 from components.executor_types import ExecProperties as Props
+from components.process_memory import released_after
 
 # The input channel (the CorpusEncoder's output) and the custom_config key the run_fn reads.
 CORPUS_VECTORS_KEY = "corpus_vectors"
@@ -66,4 +67,9 @@ class ExtraInputsFnArgs(trainer_executor.GenericExecutor):
 
 
 class Executor(ExtraInputsFnArgs):
-    """The RankingTrainer's executor in one process (LocalDagRunner, a Kubeflow task)."""
+    """The RankingTrainer's executor in one process (LocalDagRunner, a Kubeflow task); what
+    the run_fn built is handed back when it ends (components/process_memory.py)."""
+
+    @released_after
+    def Do(self, input_dict: Artifacts, output_dict: Artifacts, exec_properties: Props) -> None:
+        super().Do(input_dict, output_dict, exec_properties)

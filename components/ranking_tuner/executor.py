@@ -22,6 +22,7 @@ from tfx.types import artifact_utils, standard_component_specs
 
 from components.executor_types import Artifacts
 from components.executor_types import ExecProperties as Props
+from components.process_memory import released_after
 from components.ranking_trainer.executor import extra_uris
 from components.ranking_tuner.constants import BEST_HYPERPARAMETERS_FILE, TUNER_RESULTS_FILE
 from rankcore.file_io import write_text_atomic
@@ -30,6 +31,7 @@ from rankcore.file_io import write_text_atomic
 class Executor(base_executor.BaseExecutor):
     """Runs the tuner_fn's search and writes its choice (module docstring)."""
 
+    @released_after
     def Do(self, input_dict: Artifacts, output_dict: Artifacts, exec_properties: Props) -> None:
         if tuner_executor.get_tune_args(exec_properties):
             raise ValueError("RankingTuner: tune_args (parallel trials) is not supported")
