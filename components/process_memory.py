@@ -4,10 +4,10 @@
 the other; on Kubeflow each runs in its own pod, where this changes nothing. A component's
 models (Keras layers, their tf.functions and traces, tf.data pipelines) sit in reference cycles
 that Python frees only at a full collection of its generational collector, which large objects
-alone do not trigger: each Trainer of `rankpipe run cranfield` left 0.4 to 1 GB behind it, so
-the process grew from 4.1 GB before the first of six Trainers to a 7.6 GB peak during the
-fifth (docs/speed.md "Memory"). And glibc's malloc keeps memory a component freed in its heap
-and arenas rather than returning it to the system.
+alone do not trigger: each Trainer of `rankpipe run cranfield` left 0.4 to 1.1 GB behind it,
+so the process grew from 4.5 GB in the first of its six Trainers to 7.6 GB in the last
+(docs/speed.md "Memory"). And glibc's malloc keeps memory a component freed in its heap and
+arenas rather than returning it to the system.
 
 `released_after` wraps an executor's `Do`: when it returns or fails, a full collection, then
 glibc's `malloc_trim(0)` (through ctypes: no library exposes it; on another C library the

@@ -79,8 +79,11 @@ def read_candidates(
         labels, judged = batch["label"].numpy(), batch["judged"].numpy()
         first = batch["first_stage_score"].numpy()
         for i, (qid, docid) in enumerate(zip(qids, docids)):
-            out.texts[("q", qid)] = [int(t) for t in queries[i] if t]
-            out.texts[("d", docid)] = [int(t) for t in docs[i] if t]
+            # A text recurs in many pairs (a query in each of its candidates, a document in
+            # many queries' lists): its ids are the same each time, read once, [PAD] (0) out.
+            for key, row in ((("q", qid), queries[i]), (("d", docid), docs[i])):
+                if key not in out.texts:
+                    out.texts[key] = row[row != 0].tolist()
             out.pairs.append((qid, docid))
             out.labels.setdefault(qid, {})[docid] = float(labels[i])
             out.first_stage.setdefault(qid, {})[docid] = float(first[i])
