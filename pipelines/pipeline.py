@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 from pathlib import Path
+from typing import Any
 
 from tfx import v1 as tfx
 from tfx.dsl.components.base import executor_spec
@@ -31,7 +32,7 @@ SCHEMA_FILE = (
 )
 
 
-def _import(path: str):
+def import_path(path: str) -> Any:
     """The class at an import path ("package.module.Class")."""
     module, name = path.rsplit(".", 1)
     return getattr(importlib.import_module(module), name)
@@ -93,14 +94,14 @@ def create_components(
     for row in COMPONENTS:
         if not row.included(config):
             continue
-        component_class = _import(row.component_class)
-        executor = _import(row.executor_class) if row.executor_class else None
+        component_class = import_path(row.component_class)
+        executor = import_path(row.executor_class) if row.executor_class else None
         # A per_fold row (the Trainer) is built again for each cross-validation fold branch.
         for fold, node_id in row.nodes(wiring.num_folds):
             args = row.args(dataclasses.replace(wiring, fold=fold))
             replicated = trainer_replicas(config, row.id, args) if kubeflow else None
             if replicated is not None:
-                component = _import(replicated[0])(**replicated[1])
+                component = import_path(replicated[0])(**replicated[1])
             else:
                 component = component_class(**args)
             if executor is not None:

@@ -4,15 +4,14 @@
 from __future__ import annotations
 
 import gc
-import importlib
 import weakref
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
 from components import process_memory
 from pipelines import component_table
+from pipelines.pipeline import import_path
 
 # Components that build models or run Beam over the collection; ImportSchemaGen,
 # ExampleValidator and ExampleGate hold nothing large.
@@ -73,13 +72,8 @@ def test_release_reports_what_it_collected(collector_off: None) -> None:
 def _executor_class(row: component_table.ComponentRow) -> type:
     """The executor LocalDagRunner runs for a row: its replacement, else the class's own."""
     if row.executor_class:
-        return _imported(row.executor_class)
-    return _imported(row.component_class).EXECUTOR_SPEC.executor_class
-
-
-def _imported(path: str) -> Any:
-    module, _, name = path.rpartition(".")
-    return getattr(importlib.import_module(module), name)
+        return import_path(row.executor_class)
+    return import_path(row.component_class).EXECUTOR_SPEC.executor_class
 
 
 def test_every_heavy_component_releases_after_do() -> None:
