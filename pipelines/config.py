@@ -384,6 +384,7 @@ def load_config(
 
     checks: list = [
         config_checks.check_cross_validation,
+        config_checks.check_companion_weights,
         config_checks.check_training_lists,
         config_checks.check_corpus_case,
         config_checks.expand_paths,

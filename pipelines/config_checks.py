@@ -53,6 +53,29 @@ def check_cross_validation(config: PipelineConfig) -> None:
         raise ConfigError(f"{config.source}: {e}") from None
 
 
+def check_companion_weights(config: PipelineConfig) -> None:
+    """A companion weight chosen after training (recipe.frozen_documents.companion_weights)
+    is chosen by each Trainer on its own dev queries: refused with cross-validation, whose fold
+    models take their frozen parts from the served model (each fold could choose another
+    weight), and beside a Tuner searching companion_weight, whose values it would override."""
+    if not recipe_for(config.trainer).companion_weights():
+        return
+    key = f"{config.source}: trainer.recipe.frozen_documents.companion_weights"
+    if config.evaluator.cross_validation.folds:
+        raise ConfigError(
+            f"{key}: each cross-validation fold's Trainer would choose its own weight, and a "
+            "fold model takes its frozen parts from the served model: remove companion_weights "
+            "(tuner.space can search recipe.frozen_documents.companion_weight for all folds), "
+            "or set evaluator.cross_validation.folds: 0"
+        )
+    if config.tuner.enabled and "recipe.frozen_documents.companion_weight" in config.tuner.space:
+        raise ConfigError(
+            f"{key}: the Trainer chooses the weight after training, so the Tuner's "
+            "tuner.space.recipe.frozen_documents.companion_weight would never be served: "
+            "remove one of the two"
+        )
+
+
 def check_training_lists(config: PipelineConfig) -> None:
     """The Trainer's recipe reads the train split as sampled groups or as whole candidate
     lists (its `train_data`), and RankingDataGen writes lists only with

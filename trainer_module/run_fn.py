@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, NamedTuple
 
+import numpy as np
 import tensorflow as tf
 import tensorflow_transform as tft
 import tf_keras as keras
@@ -139,6 +140,85 @@ def choose_fusion(
     return info
 
 
+def _fixed_feedback(cfg: TrainerConfig, setting: dict | None) -> TrainerConfig:
+    """`cfg` with its feedback fixed at rankcore/feedback.py's `setting` (None or off: none)."""
+    fb = cfg.ranking.feedback
+    if feedback.is_on(setting):
+        fb = replace(
+            fb,
+            mode="fixed",
+            docs=setting["docs"],
+            weight=setting["weight"],
+            neighbours=setting["neighbours"],
+            neighbour_weight=setting["neighbour_weight"],
+            source=setting.get("from", "first_stage"),
+        )
+    else:
+        fb = replace(fb, mode="none")
+    return replace(cfg, ranking=replace(cfg.ranking, feedback=fb))
+
+
+def _rescaled(dev: validation.DevScores, rescale: Callable) -> validation.DevScores:
+    """`dev` with every vector mapped by `rescale` and each pair scored again (their dot
+    product, as score_dev_embedded scores)."""
+    vectors = {key: (ids, rescale(vector)) for key, (ids, vector) in dev.vectors.items()}
+    wide = {key: vector.astype(np.float64) for key, (_, vector) in vectors.items()}
+    run = {
+        qid: {docid: float(wide[("q", qid)] @ wide[("d", docid)]) for docid in docs}
+        for qid, docs in dev.run.items()
+    }
+    return dev._replace(run=run, vectors=vectors)
+
+
+def choose_companion_weight(
+    cfg: TrainerConfig,
+    recipe: Recipe,
+    model: keras.Model,
+    dev: validation.DevScores | None,
+    result: TrainResult,
+    seconds: dict[str, float],
+) -> tuple[Recipe, list[str]]:
+    """(the recipe at the companion weight the dev queries choose, what was chosen in model
+    card lines): `recipe` and no lines when it offers no weights. The trained model's dev
+    vectors are rescaled to each weight (no encoder runs again) and scored with alpha tuned at
+    the feedback chosen at the weight they were scored at (result.fusion); the fusion and
+    feedback are then chosen again in full at the best weight (result.fusion). A tie keeps the
+    earlier weight. The Tuner's trials run this too, so their scores are the Trainer's."""
+    weights = recipe.companion_weights()
+    if not weights:
+        return recipe, []
+    if dev is None or not dev.vectors:
+        raise ValueError(
+            "trainer config: recipe.frozen_documents.companion_weights are chosen on the dev "
+            "queries: the dev split has none"
+        )
+    t0 = time.monotonic()
+    own_dims = model.arch.hidden_size
+    probe = _fixed_feedback(cfg, (result.fusion or {}).get("feedback"))
+    grid: dict[float, float] = {}
+    for weight in weights:
+        scored = _rescaled(dev, recipe.at_companion_weight(weight, own_dims)[1])
+        fusion_info = choose_fusion(probe, scored, replace(result))
+        if fusion_info is None:  # fusion off: the model's own ranking
+            grid[weight] = validation.validation_metric(
+                scored.qrels, scored.run, cfg.validation_metric, cfg.validation_relevance_level
+            )
+        else:
+            grid[weight] = fusion_info["dev_fused"]
+    best = max(weights, key=lambda w: (grid[w], -weights.index(w)))
+    chosen, rescale = recipe.at_companion_weight(best, own_dims)
+    if chosen.cfg != recipe.cfg:  # the dev vectors were scored at another weight
+        result.fusion = choose_fusion(cfg, _rescaled(dev, rescale), result)
+    seconds["companion_weight"] = time.monotonic() - t0
+    values = ", ".join(f"{w:g}: {v:.4f}" for w, v in grid.items())
+    line = (
+        f"companion weight {best:g} chosen on the dev queries (dev {cfg.validation_metric}, "
+        f"fused at the feedback chosen first, per weight: {values})"
+    )
+    logging.info(line)
+    return chosen, [line]
+
+
 def corpus_documents(
     recipe: Recipe, tower: DocumentTower | None, uri: str | None
 ) -> tuple[DocumentTower | None, DocCache | None]:
@@ -244,9 +324,14 @@ def fit(
         dev = controller.exported_dev_scores(restored_best)
         seconds["dev_scoring"] = time.monotonic() - t0
     result.fusion = choose_fusion(cfg, dev, result, seconds)
+    recipe, chose = choose_companion_weight(cfg, recipe, controller.model, dev, result, seconds)
     policy = keras.mixed_precision.global_policy().name
+    if tower is not None:  # the encoded parts, at the chosen recipe's scales
+        scales = (s for _, s in recipe.document_tower(max_d, policy).parts)
+        tower = DocumentTower(tuple((spec, s) for (spec, _), s in zip(tower.parts, scales)))
     result.recipe = [
         *recipe.describe(),
+        *chose,
         f"precision `{policy}` (trainer.mixed_precision `{cfg.mixed_precision}`)",
     ]
     return Fitted(controller, recipe, tower, result)
@@ -265,6 +350,7 @@ def export(
     documents its trained query tower only (export_query_tower): a fold model is evaluated,
     never served, and its frozen parts are the served model's."""
     model, result = fitted.controller.model, fitted.result
+    fitted.recipe.prepare_export(model)
     query_tower = None
     if fitted.tower is not None:  # a dual encoder with frozen documents
         policy = keras.mixed_precision.global_policy().name

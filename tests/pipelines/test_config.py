@@ -395,3 +395,17 @@ def test_corpus_case_folding_agrees_where_both_read_the_vectors(fake_minilm: Pat
         [*both, "trainer.recipe=null", "datagen.sampling.mode=listwise"],
         check_inputs=False,
     )
+
+
+def test_a_companion_weight_chosen_after_training_needs_one_trainer(fake_minilm: Path) -> None:
+    """recipe.frozen_documents.companion_weights is chosen by each Trainer on its dev queries:
+    refused with cross-validation fold branches (whose models take their frozen parts from the
+    served model) and beside a Tuner searching companion_weight, naming both keys."""
+    weights = "trainer.recipe.frozen_documents.companion_weights=[0.3, 0.5]"
+    with pytest.raises(ConfigError, match=r"companion_weights: each cross-validation fold's"):
+        load_config("cranfield", [weights], check_inputs=False)
+    space = "tuner.space={train_steps: [0, 2], recipe.frozen_documents.companion_weight: [0.3]}"
+    with pytest.raises(ConfigError, match=r"companion_weights: .* would never be served"):
+        load_config("nfcorpus", [space], check_inputs=False)
+    frozen = load_config("nfcorpus", check_inputs=False).trainer.recipe.frozen_documents
+    assert frozen.companion_weights and frozen.companion_weight in frozen.companion_weights

@@ -11,6 +11,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import numpy as np
     import tensorflow as tf
     import tf_keras as keras
@@ -57,6 +59,24 @@ class Recipe:
         """What the exported model is, in Markdown bullet lines (without the "- "), for the
         model card (the Trainer writes them into train_results.json)."""
         return [f"recipe `{self.name}`"]
+
+    # -- serving choices made after training -----------------------------------------------
+    def companion_weights(self) -> tuple[float, ...]:
+        """The weights of a frozen companion's share of the served score to choose among on
+        the dev queries after training (run_fn.choose_companion_weight); empty: none."""
+        return ()
+
+    def at_companion_weight(
+        self, weight: float, own_dims: int
+    ) -> tuple[Recipe, Callable[[np.ndarray], np.ndarray]]:
+        """(this recipe serving at companion weight `weight`, the map from a vector the
+        trained model serves now to the one it serves then), for a recipe with
+        companion_weights."""
+        raise NotImplementedError(f"recipe {self.name} has no companion weight to choose")
+
+    def prepare_export(self, model: keras.Model) -> None:
+        """Sets on the trained `model` what this recipe serves that training leaves open (the
+        companion weight chosen after training): run before the export traces the model."""
 
     # -- model and data -------------------------------------------------------------------
     def build_model(

@@ -33,6 +33,14 @@ class FrozenDocumentsConfig:
     companion_checkpoint_dir: str | None = None
     # The companion's share w of the cosine, in (0, 1): 0.5 averages the two cosines.
     companion_weight: float = 0.5
+    # Weights to choose w from after training, on the dev queries, as the fusion's alpha is
+    # (run_fn.choose_companion_weight): the trained model's dev vectors rescaled to each, with
+    # the fusion (and feedback) chosen for each; a tie keeps the earlier. Empty: w is
+    # companion_weight. Training scores the tower's own cosine, which no w changes, so one
+    # training serves every w (needs train_score: own and a companion). Not with
+    # cross-validation fold branches: each would choose its own w, and a fold model takes its
+    # frozen parts from the served model (tuner.space can search companion_weight instead).
+    companion_weights: list[float] = field(default_factory=list)
     # What the list loss scores: `own`, the query tower's own cosine (the tower learns to rank
     # alone); `served`, the score the model serves, (1 - w) * its cosine + w * the frozen
     # companion's, so the tower learns what the companion misses (needs a companion).
@@ -45,6 +53,25 @@ class FrozenDocumentsConfig:
             "must be in (0, 1)",
         )
         choice(self.train_score, "recipe.frozen_documents.train_score", TRAIN_SCORES)
+        key = "recipe.frozen_documents.companion_weights"
+        require(
+            all(0.0 < w < 1.0 for w in self.companion_weights),
+            key,
+            f"each must be in (0, 1), got {self.companion_weights}",
+        )
+        require(
+            not self.companion_weights or bool(self.companion_checkpoint_dir),
+            key,
+            "weigh a companion encoder: set recipe.frozen_documents.companion_checkpoint_dir, "
+            "or remove companion_weights",
+        )
+        require(
+            not self.companion_weights or self.train_score == "own",
+            key,
+            "with train_score: served the weight is part of what trains, so it cannot be "
+            "chosen after training: use train_score: own, or search companion_weight with "
+            "tuner.space",
+        )
         require(
             self.train_score == "own" or bool(self.companion_checkpoint_dir),
             "recipe.frozen_documents.train_score",

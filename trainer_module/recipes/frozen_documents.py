@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from trainer_module.config_rules import require
@@ -23,6 +24,8 @@ from trainer_module.models.registry import offers_towers
 from trainer_module.recipes.base import DocCache, Recipe
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import numpy as np
     import tensorflow as tf
     import tf_keras as keras
@@ -131,6 +134,37 @@ class FrozenDocuments(Recipe):
             spec = EncoderSpec(own.companion_checkpoint_dir, max_query_length, precision)
             frozen = ((spec, math.sqrt(own.companion_weight)),)
         return QueryTower(own_dims, frozen, complete)
+
+    def companion_weights(self) -> tuple[float, ...]:
+        return tuple(self.cfg.recipe.frozen_documents.companion_weights)
+
+    def at_companion_weight(
+        self, weight: float, own_dims: int
+    ) -> tuple[FrozenDocuments, Callable[[np.ndarray], np.ndarray]]:
+        """This recipe at companion weight `weight`, and the map from a served vector at this
+        recipe's weight w, [sqrt(1 - w) own, sqrt(w) companion] with `own_dims` own values,
+        to the same model's at `weight`: no encoder runs again."""
+        import numpy as np
+
+        own = self.cfg.recipe.frozen_documents
+        cfg = replace(
+            self.cfg,
+            recipe=replace(self.cfg.recipe, frozen_documents=replace(own, companion_weight=weight)),
+        )
+        scales = (
+            np.float32(math.sqrt((1.0 - weight) / (1.0 - own.companion_weight))),
+            np.float32(math.sqrt(weight / own.companion_weight)),
+        )
+
+        def rescale(vector: np.ndarray) -> np.ndarray:
+            return np.concatenate([scales[0] * vector[:own_dims], scales[1] * vector[own_dims:]])
+
+        return FrozenDocuments(cfg), rescale
+
+    def prepare_export(self, model: keras.Model) -> None:
+        # The weight enters the served vectors as a constant when the export traces them
+        # (DualEncoder._with_companion); training never read it (train_score: own).
+        model.companion_weight = self.cfg.recipe.frozen_documents.companion_weight
 
     def document_cache(self) -> DocCache:
         return {}

@@ -14,6 +14,9 @@ from trainer_module.models.registry import PRETRAINED_MODEL_NAMES
 from trainer_module.recipes.base import DocCache, Recipe
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    import numpy as np
     import tensorflow as tf
     import tf_keras as keras
 
@@ -47,6 +50,18 @@ class ZeroShot(Recipe):
 
     def checkpoint_dirs(self) -> dict[str, str]:
         return self.configured.checkpoint_dirs()
+
+    def companion_weights(self) -> tuple[float, ...]:
+        return self.configured.companion_weights()
+
+    def at_companion_weight(
+        self, weight: float, own_dims: int
+    ) -> tuple[Recipe, Callable[[np.ndarray], np.ndarray]]:
+        configured, rescale = self.configured.at_companion_weight(weight, own_dims)
+        return ZeroShot(configured.cfg, configured), rescale
+
+    def prepare_export(self, model: keras.Model) -> None:
+        self.configured.prepare_export(model)
 
     def build_model(
         self, vocab_size: int, max_query_length: int, max_doc_length: int, vocab: list[str] | None
