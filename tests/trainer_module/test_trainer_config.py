@@ -56,6 +56,7 @@ def test_field_types_are_plain():
         "str",
         "bool",
         "list[str]",
+        "list[float]",
         "str | None",
         "int | None",
         "float | None",
