@@ -8,7 +8,6 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, NamedTuple
 
-import numpy as np
 import tensorflow as tf
 import tensorflow_transform as tft
 import tf_keras as keras
@@ -72,11 +71,14 @@ def choose_fusion(
     dev: validation.DevScores | None,
     result: TrainResult,
     seconds: dict[str, float] | None = None,
+    feedback_settings: list[dict] | None = None,
 ) -> dict | None:
     """The first-stage fusion the exported model carries, from the exported model's scores of
     the dev split (`dev`, None without dev queries): alpha tuned on the dev queries (or fixed),
     with the dev metric of each grid alpha. With train_steps 0 (zero-shot) this is also where
-    the model is first validated. `seconds` gets the time spent tuning alpha ("fusion")."""
+    the model is first validated. `seconds` gets the time spent tuning alpha ("fusion").
+    `feedback_settings`: the rankcore/feedback.py settings to try (None: those
+    trainer.ranking.feedback says)."""
     seconds = {} if seconds is None else seconds
     fusion_cfg, feedback_cfg = cfg.ranking.fusion, cfg.ranking.feedback
     if dev is None:
@@ -101,11 +103,14 @@ def choose_fusion(
         return None
     # With feedback tuned, each feedback setting (off first) is scored with its best alpha;
     # a setting must beat every one before it, so a tie keeps the simpler one (off).
-    settings = {
-        "tuned": feedback.grid(feedback_cfg.source),
-        "fixed": [feedback_cfg.setting()],
-        "none": [dict(feedback.OFF)],
-    }[feedback_cfg.mode]
+    settings = (
+        feedback_settings
+        or {
+            "tuned": feedback.grid(feedback_cfg.source),
+            "fixed": [feedback_cfg.setting()],
+            "none": [dict(feedback.OFF)],
+        }[feedback_cfg.mode]
+    )
     vectors = {key: vector for key, (_, vector) in (dev.vectors or {}).items()}
 
     def rescored(setting: dict, alpha: float | None = None) -> dict:
@@ -140,33 +145,12 @@ def choose_fusion(
     return info
 
 
-def _fixed_feedback(cfg: TrainerConfig, setting: dict | None) -> TrainerConfig:
-    """`cfg` with its feedback fixed at rankcore/feedback.py's `setting` (None or off: none)."""
-    fb = cfg.ranking.feedback
-    if feedback.is_on(setting):
-        fb = replace(
-            fb,
-            mode="fixed",
-            docs=setting["docs"],
-            weight=setting["weight"],
-            neighbours=setting["neighbours"],
-            neighbour_weight=setting["neighbour_weight"],
-            source=setting.get("from", "first_stage"),
-        )
-    else:
-        fb = replace(fb, mode="none")
-    return replace(cfg, ranking=replace(cfg.ranking, feedback=fb))
-
-
 def _rescaled(dev: validation.DevScores, rescale: Callable) -> validation.DevScores:
     """`dev` with every vector mapped by `rescale` and each pair scored again (their dot
     product, as score_dev_embedded scores)."""
     vectors = {key: (ids, rescale(vector)) for key, (ids, vector) in dev.vectors.items()}
-    wide = {key: vector.astype(np.float64) for key, (_, vector) in vectors.items()}
-    run = {
-        qid: {docid: float(wide[("q", qid)] @ wide[("d", docid)]) for docid in docs}
-        for qid, docs in dev.run.items()
-    }
+    pairs = [(qid, docid) for qid, docs in dev.run.items() for docid in docs]
+    run = validation.dot_run({key: vector for key, (_, vector) in vectors.items()}, pairs)
     return dev._replace(run=run, vectors=vectors)
 
 
@@ -194,11 +178,11 @@ def choose_companion_weight(
         )
     t0 = time.monotonic()
     own_dims = model.arch.hidden_size
-    probe = _fixed_feedback(cfg, (result.fusion or {}).get("feedback"))
+    chosen_first = [(result.fusion or {}).get("feedback") or dict(feedback.OFF)]
     grid: dict[float, float] = {}
     for weight in weights:
         scored = _rescaled(dev, recipe.at_companion_weight(weight, own_dims)[1])
-        fusion_info = choose_fusion(probe, scored, replace(result))
+        fusion_info = choose_fusion(cfg, scored, replace(result), None, chosen_first)
         if fusion_info is None:  # fusion off: the model's own ranking
             grid[weight] = validation.validation_metric(
                 scored.qrels, scored.run, cfg.validation_metric, cfg.validation_relevance_level

@@ -144,12 +144,20 @@ def score_dev_embedded(
     out = DevScores(cands.qrels, {}, cands.first_stage, {})
     for key in sorted(vectors, key=lambda k: (len(cands.texts[k]), k)):
         out.vectors[key] = (cands.texts[key], vectors[key])
-    for qid, docid in cands.pairs:
-        query, doc = vectors[("q", qid)], vectors[("d", docid)]
-        out.run.setdefault(qid, {})[docid] = float(
-            query.astype(np.float64) @ doc.astype(np.float64)
-        )
+    out.run.update(dot_run(vectors, cands.pairs))
     return out
+
+
+def dot_run(
+    vectors: dict[TextKey, np.ndarray], pairs: list[tuple[str, str]]
+) -> dict[str, dict[str, float]]:
+    """{qid: {docid: score}} of `pairs` (qid, docid), a pair's score the dot product of its
+    query's and document's vectors in float64 (the model's cosine for L2-normalised ones)."""
+    run: dict[str, dict[str, float]] = {}
+    for qid, docid in pairs:
+        query, doc = vectors[("q", qid)], vectors[("d", docid)]
+        run.setdefault(qid, {})[docid] = float(query.astype(np.float64) @ doc.astype(np.float64))
+    return run
 
 
 def split_judgments(
