@@ -81,7 +81,9 @@ def local_digest(checkpoint_dir: str) -> str | None:
 
 def entries_of(specs: Sequence[EncoderSpec]) -> list[EncoderEntry]:
     """The specs' entries, one per distinct key (by checkpoint path, cut and precision here: the
-    executor checks the files), in the given order."""
+    executor checks the files), sorted by that key: the artifact holds the same vectors whichever
+    encoder is the model's own and which its companion, so TFX's cache (and KFP's) reuses it when
+    the two swap roles."""
     seen: set[tuple[str, int, str]] = set()
     out = []
     for spec in specs:
@@ -97,7 +99,7 @@ def entries_of(specs: Sequence[EncoderSpec]) -> list[EncoderEntry]:
                 local_digest(spec.checkpoint_dir),
             )
         )
-    return out
+    return sorted(out, key=lambda e: (e.checkpoint_dir, e.max_length, e.precision))
 
 
 def encoders_to_json(entries: Sequence[EncoderEntry]) -> str:

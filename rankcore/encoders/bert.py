@@ -175,15 +175,9 @@ class BertEncoder(keras.layers.Layer):
             if arch.type_vocab_size
             else None
         )
-        self.relative_attention_bias = (
-            self.add_weight(
-                name="relative_attention_bias",
-                shape=[arch.relative_attention_buckets, arch.num_heads],
-                initializer=init,
-            )
-            if arch.relative_attention_buckets
-            else None
-        )
+        # MPNet's, created in build() so that its name is under the layer's, as every other
+        # variable's (encoder/relative_attention_bias: the trainer's encoder_patterns find it).
+        self.relative_attention_bias = None
         self.embeddings_norm = _layer_norm(arch, "embeddings_layer_norm")
         self.dropout = GeneratorDropout(hidden_dropout, generator)
         self.layers_ = [
@@ -195,6 +189,15 @@ class BertEncoder(keras.layers.Layer):
             if with_pooler
             else None
         )
+
+    def build(self, input_shape) -> None:
+        if self.arch.relative_attention_buckets:
+            self.relative_attention_bias = self.add_weight(
+                name="relative_attention_bias",
+                shape=[self.arch.relative_attention_buckets, self.arch.num_heads],
+                initializer=keras.initializers.TruncatedNormal(stddev=0.02),
+            )
+        super().build(input_shape)
 
     def call(
         self,

@@ -324,33 +324,52 @@ def load_into(wanted: dict[str, tuple[tf.Variable, bool]], checkpoint: BertCheck
 
 
 def open_checkpoint(
-    directory: str, model: str, vocab_size: int, vocab: list[str] | None, longest_input: int
+    directory: str,
+    model: str,
+    vocab_size: int,
+    vocab: list[str] | None,
+    longest_input: int,
+    sentence_encoder: bool = False,
 ) -> tuple[BertCheckpoint, int, int]:
     """Reads the checkpoint for `model` (its config name, for messages) and checks that it fits
-    the data: the TransformGraph's vocabulary is its vocab.txt, the longest framed input fits
-    its position embeddings, and it has [CLS] / [SEP]. Returns (checkpoint, cls_id, sep_id)."""
+    the data: the TransformGraph's vocabulary is its vocab.txt (for MPNet: its WordPiece part,
+    `wordpiece_vocab`), the longest framed input fits its position embeddings, and it has [CLS]
+    / [SEP]. Returns (checkpoint, cls_id, sep_id). An MPNet checkpoint is accepted only as a
+    `sentence_encoder` (a dual encoder's towers frame one text each, rankcore/encoders/
+    sentence.py framer: <s> text </s> at MPNet's own ids); then the two ids returned are its
+    <s> and </s>, which such a model never frames with."""
     checkpoint = read_checkpoint(directory)
-    if checkpoint.arch.model_type == "mpnet":
+    mpnet = checkpoint.arch.model_type == "mpnet"
+    if mpnet and not sentence_encoder:
         raise ValueError(
             f"trainer config: {model}: {directory} is an MPNet checkpoint; MPNet runs as a "
-            "sentence encoder only (datagen.hybrid.checkpoint_dir), not as the Trainer's model"
+            "sentence encoder only (the dual_encoder model, a companion, "
+            "datagen.hybrid.checkpoint_dir), not as a cross-encoder"
         )
-    check_vocab(directory, checkpoint.vocab, vocab_size, vocab)
-    if longest_input > checkpoint.arch.max_position:
+    check_vocab(directory, checkpoint.wordpiece_vocab, vocab_size, vocab)
+    if longest_input > checkpoint.arch.positions_used:
         raise ValueError(
             f"trainer config: {model}: the longest input ({longest_input} tokens with [CLS] and "
             f"[SEP]) exceeds the checkpoint's max_position_embeddings "
             f"{checkpoint.arch.max_position}"
+            + (
+                f" (positions start at {checkpoint.arch.first_position}: "
+                f"{checkpoint.arch.positions_used} usable)"
+                if checkpoint.arch.first_position
+                else ""
+            )
         )
     return checkpoint, *special_ids(checkpoint, model)
 
 
 def special_ids(checkpoint: BertCheckpoint, model: str) -> tuple[int, int]:
-    """The ([CLS], [SEP]) ids of the checkpoint's vocab.txt; `model` names it in the error."""
-    for token in ("[CLS]", "[SEP]"):
+    """The ([CLS], [SEP]) ids of the checkpoint's vocab.txt (MPNet's: <s>, </s>); `model` names
+    it in the error."""
+    tokens = ("<s>", "</s>") if checkpoint.arch.model_type == "mpnet" else ("[CLS]", "[SEP]")
+    for token in tokens:
         if token not in checkpoint.vocab:
             raise ValueError(f"{model} checkpoint {checkpoint.directory}: vocab.txt has no {token}")
-    return checkpoint.vocab.index("[CLS]"), checkpoint.vocab.index("[SEP]")
+    return checkpoint.vocab.index(tokens[0]), checkpoint.vocab.index(tokens[1])
 
 
 def dropout_rates(

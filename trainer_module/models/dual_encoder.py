@@ -4,6 +4,9 @@ uses all-MiniLM-L6-v2: query and document are encoded separately by the same enc
 (`[CLS]` and `[SEP]` included, as the sentence-transformers attention mask includes them), L2
 normalised, and the score is the cosine similarity of the two vectors (rankcore/encoders/
 sentence.py, the one definition of that embedding, shared with RankingDataGen's dense retrieval).
+An MPNet checkpoint (all-mpnet-base-v2) is framed as sentence-transformers frames it, `<s> text
+</s>` at its own ids (sentence.framer): the examples' ids are WordPiece ids, which MPNet's
+vocab.txt holds after its four specials.
 
 The model keeps the registry's contract ((query ids [B, Lq], doc ids [B, Ld]) -> scores [B]) for
 validation, export and evaluation, and exposes `embed_query` / `embed_doc` so the in-batch loss
@@ -65,9 +68,13 @@ class DualEncoder(EncoderModel):
         companion: hf_checkpoint.BertCheckpoint | None = None,
         frozen_documents: bool = False,
         companion_weight: float = 0.5,
+        frame: Callable | None = None,
         **kwargs,
     ):
         super().__init__(arch, cfg, cls_id, sep_id, seed, **kwargs)
+        # The checkpoint's framing of one text (sentence.framer: [CLS] text [SEP] for BERT, MPNet's
+        # <s> text </s> at its own ids); [CLS] / [SEP] at the ids given without one.
+        self._frame = frame or (lambda ids: frame_single(ids, cls_id, sep_id))
         # Mean pooling reads no pooler: the checkpoint's pooler (if any) stays unloaded.
         self.encoder = BertEncoder(
             arch, self.hidden_dropout, self.attention_dropout, self.rng, False, name="encoder"
@@ -89,7 +96,7 @@ class DualEncoder(EncoderModel):
             self._companion_frame = framer(companion, COMPANION_KEY)
 
     def _embed(self, encoder: BertEncoder, ids: tf.Tensor, training: bool) -> tf.Tensor:
-        tokens, types, positions, mask = frame_single(ids, self.cls_id, self.sep_id)
+        tokens, types, positions, mask = self._frame(ids)
         hidden, _ = encoder(tokens, types, positions, mask, training=training)
         return mean_pool(hidden, mask)
 
@@ -182,7 +189,12 @@ def build_dual_encoder(
     `frozen_documents` and the companion are the frozen-documents recipe's
     (trainer_module/recipes/frozen_documents.py)."""
     checkpoint, cls_id, sep_id = open_model_checkpoint(
-        "dual_encoder", cfg, vocab_size, vocab, max(max_query_length, max_doc_length) + 2
+        "dual_encoder",
+        cfg,
+        vocab_size,
+        vocab,
+        max(max_query_length, max_doc_length) + 2,
+        sentence_encoder=True,
     )
     companion = None
     if companion_checkpoint_dir:
@@ -200,6 +212,7 @@ def build_dual_encoder(
         companion,
         frozen_documents,
         companion_weight,
+        framer(checkpoint, "dual_encoder"),
         name="dual_encoder",
     )
     model.create_variables()
@@ -215,11 +228,11 @@ def open_companion(
     directory: str, checkpoint: hf_checkpoint.BertCheckpoint, longest_input: int
 ) -> hf_checkpoint.BertCheckpoint:
     """Reads the companion checkpoint and checks it reads the model's ids: its WordPiece
-    vocabulary is the model's vocab.txt token for token, and the longest framed input fits its
-    positions."""
+    vocabulary is the model's token for token (vocab.txt, without MPNet's specials), and the
+    longest framed input fits its positions."""
     key = f"trainer config: {COMPANION_KEY}"
     companion = hf_checkpoint.read_checkpoint(directory)
-    theirs, ours = companion.wordpiece_vocab, checkpoint.vocab
+    theirs, ours = companion.wordpiece_vocab, checkpoint.wordpiece_vocab
     if theirs != ours:
         at = next(
             (i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b), min(len(ours), len(theirs))
@@ -230,7 +243,7 @@ def open_companion(
             else f"{len(ours)} vs {len(theirs)} tokens"
         )
         raise ValueError(
-            f"{key}: {directory}/{hf_checkpoint.VOCAB_FILE} is not the vocabulary of "
+            f"{key}: {directory}/{hf_checkpoint.VOCAB_FILE} is not the WordPiece vocabulary of "
             f"{checkpoint.directory}/{hf_checkpoint.VOCAB_FILE}: they differ at WordPiece id "
             f"{at} ({found}; line {at + 1 + companion.id_offset} of the companion's); the "
             "companion reads the model's token ids"

@@ -19,13 +19,15 @@ def open_model_checkpoint(
     vocab_size: int,
     vocab: list[str] | None,
     longest_input: int,
+    sentence_encoder: bool = False,
 ) -> tuple[BertCheckpoint, int, int]:
     """(checkpoint, cls_id, sep_id) of `model`'s (its config name) required checkpoint_dir,
-    checked to fit the data (hf_checkpoint.open_checkpoint)."""
+    checked to fit the data (hf_checkpoint.open_checkpoint; MPNet only as a
+    `sentence_encoder`)."""
     if not cfg.checkpoint_dir:
         raise ValueError(f"trainer config: {model}.checkpoint_dir is required for model={model}")
     return hf_checkpoint.open_checkpoint(
-        cfg.checkpoint_dir, model, vocab_size, vocab, longest_input
+        cfg.checkpoint_dir, model, vocab_size, vocab, longest_input, sentence_encoder
     )
 
 

@@ -150,6 +150,10 @@ def test_exec_properties_carry_the_checkpoint_digest(tmp_path: Path, checkpoint:
     assert json.loads(moved[constants.ENCODERS])[0]["checkpoint_digest"] != entry.checkpoint_digest
     with pytest.raises(ValueError, match="no encoder"):
         CorpusEncoder(docs, [])
+    # The model's encoder and its companion swapped: the same vectors, the same properties.
+    pair = [EncoderSpec(checkpoint, 8), EncoderSpec(other, 8, "mixed_bfloat16")]
+    swapped = CorpusEncoder(docs, pair[::-1]).exec_properties
+    assert swapped == CorpusEncoder(docs, pair).exec_properties
 
 
 def test_a_failed_run_leaves_no_vectors(tmp_path: Path, checkpoint: str) -> None:

@@ -84,16 +84,27 @@ def test_mpnet_embeddings_equal_the_reference_whatever_the_batch(tmp_path: Path)
     )
 
 
-def test_mpnet_checkpoints_are_refused_as_the_trainers_model(tmp_path: Path) -> None:
-    """The Trainer's models frame [CLS]/[SEP] over the TransformGraph's ids: an MPNet checkpoint
-    there is a config error that says where it does run."""
+def test_mpnet_checkpoints_are_refused_as_a_cross_encoder(tmp_path: Path) -> None:
+    """A cross-encoder frames a pair with [CLS]/[SEP] over the TransformGraph's ids: an MPNet
+    checkpoint there is a config error that says where it does run; as a sentence encoder (the
+    dual encoder) it is opened, its vocabulary checked without its specials."""
     import pytest
 
     from rankcore.encoders import hf_checkpoint
 
-    bert_testdata.write_mpnet_checkpoint(str(tmp_path / "mpnet"), VOCAB)
+    path = str(tmp_path / "mpnet")
+    bert_testdata.write_mpnet_checkpoint(path, VOCAB)
     with pytest.raises(ValueError, match="MPNet runs as a sentence encoder only"):
-        hf_checkpoint.open_checkpoint(str(tmp_path / "mpnet"), "dual_encoder", 29, None, 10)
+        hf_checkpoint.open_checkpoint(path, "bert", len(VOCAB), None, 10)
+    checkpoint, bos, eos = hf_checkpoint.open_checkpoint(
+        path, "dual_encoder", len(VOCAB), VOCAB, 10, sentence_encoder=True
+    )
+    assert checkpoint.vocab[bos] == "<s>" and checkpoint.vocab[eos] == "</s>"
+    with pytest.raises(ValueError, match="differs from the checkpoint's vocab.txt at id 3"):
+        other = [*VOCAB[:3], "changed", *VOCAB[4:]]
+        hf_checkpoint.open_checkpoint(path, "dual_encoder", len(VOCAB), other, 10, True)
+    with pytest.raises(ValueError, match=r"positions start at 2: 38 usable"):
+        hf_checkpoint.open_checkpoint(path, "dual_encoder", len(VOCAB), VOCAB, 39, True)
 
 
 @pytest.mark.parametrize("kind", ["bert", "mpnet"])
