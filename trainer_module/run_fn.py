@@ -381,7 +381,7 @@ def prepare(cfg: TrainerConfig, fn_args: Any) -> tuple[tf.distribute.Strategy, l
     vocab = read_vocab(fn_args.transform_graph_path)
     if cfg.model in PRETRAINED_MODEL_NAMES:
         ckpt = getattr(cfg, cfg.model).checkpoint_dir
-        hf_checkpoint.check_vocab(ckpt, hf_checkpoint.read_vocab_file(ckpt), len(vocab), vocab)
+        hf_checkpoint.check_vocab(ckpt, hf_checkpoint.read_wordpiece_vocab(ckpt), len(vocab), vocab)
     hardware.set_precision_policy(hardware.precision_policy(cfg, strategy))
     return strategy, vocab
 

@@ -231,6 +231,14 @@ def read_vocab_file(directory: str) -> list[str]:
         return [line.rstrip("\r\n") for line in f]
 
 
+def read_wordpiece_vocab(directory: str) -> list[str]:
+    """The checkpoint's WordPiece vocabulary (BertCheckpoint.wordpiece_vocab: vocab.txt without
+    MPNet's specials), from its config.json and vocab.txt only (the weights stay unread)."""
+    return BertCheckpoint(
+        directory, read_architecture(directory), read_vocab_file(directory), {}
+    ).wordpiece_vocab
+
+
 def read_architecture(directory: str) -> BertArchitecture:
     path = os.path.join(directory, CONFIG_FILE)
     if not tf.io.gfile.exists(path):

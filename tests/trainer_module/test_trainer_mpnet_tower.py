@@ -5,6 +5,7 @@ serves [sqrt(1 - w) MPNet's, sqrt(w) the companion's]."""
 
 import json
 import os
+import types
 
 import bert_testdata
 import numpy as np
@@ -15,6 +16,7 @@ import trainer_testdata
 
 from rankcore.constants import EMBED_DOC_SIGNATURE, EMBED_QUERY_SIGNATURE, EMBEDDING_OUTPUT
 from rankcore.encoders import hf_checkpoint
+from trainer_module import run_fn
 from trainer_module.export import export_serving_model
 
 STEPS = 6
@@ -111,3 +113,14 @@ def test_the_export_serves_mpnet_framed_as_sentence_transformers_and_the_compani
         query=tf.constant(["w01 w02 w03"]), document=tf.constant(["w04 w05"])
     )["score"].numpy()
     np.testing.assert_allclose(score, [queries[0] @ docs[1]], atol=1e-5)
+
+
+def test_the_trainer_reads_mpnets_wordpieces_as_the_examples_vocabulary(mpnet, transform_graph):
+    """The Trainer's first check (run_fn.prepare, before any model is built) compares the
+    examples' vocabulary with the checkpoint's WordPiece part: MPNet's four specials before it
+    and <mask> after it are not a mismatch."""
+    directory, _ = mpnet
+    cfg = trainer_testdata.frozen_documents_config(directory, mixed_precision="off")
+    _, vocab = run_fn.prepare(cfg, types.SimpleNamespace(transform_graph_path=transform_graph))
+    assert vocab == hf_checkpoint.read_wordpiece_vocab(directory)
+    assert hf_checkpoint.read_vocab_file(directory)[:4] == ["<s>", "<pad>", "</s>", "<unk>"]
