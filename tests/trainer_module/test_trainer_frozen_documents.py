@@ -13,11 +13,9 @@ import tensorflow_text  # noqa: F401  (registers the ops the exported tokenizer 
 import trainer_testdata
 
 from rankcore import corpus_vectors
-from rankcore.constants import EMBED_DOC_SIGNATURE, EMBED_QUERY_SIGNATURE, EMBEDDING_OUTPUT
 from rankcore.encoders import hf_checkpoint
 from rankcore.encoders.bert import BertEncoder
 from trainer_module import run_fn, validation
-from trainer_module.export import export_serving_model
 from trainer_module.recipes import recipe_for
 
 STEPS = 12
@@ -123,28 +121,14 @@ def test_each_train_query_is_scored_against_its_whole_list(
         np.testing.assert_allclose(got[i], -(gains / gains.sum() * log_p).sum(), rtol=1e-4)
 
 
-def _export_and_embed(model, transform_graph, tmp_path):
-    """(the exported SavedModel loaded, two texts' ids as lists and padded, their document and
-    query vectors through its embed signatures)."""
-    out = str(tmp_path / "serving")
-    export_serving_model(
-        model, transform_graph, trainer_testdata.MAX_Q, trainer_testdata.MAX_D, out, towers=True
-    )
-    loaded = tf.saved_model.load(out)
-    texts = trainer_testdata.tokenize(transform_graph, ["w01 w02 w03", "w04 w05"])
-    width = max(len(t) for t in texts)
-    ids = tf.constant([t + [0] * (width - len(t)) for t in texts], tf.int64)
-    docs = loaded.signatures[EMBED_DOC_SIGNATURE](ids=ids)[EMBEDDING_OUTPUT].numpy()
-    queries = loaded.signatures[EMBED_QUERY_SIGNATURE](ids=ids)[EMBEDDING_OUTPUT].numpy()
-    return loaded, texts, ids, docs, queries
-
-
 def test_export_embeds_documents_with_the_checkpoint_and_queries_trained(
     frozen, bert_checkpoint, transform_graph, tmp_path
 ):
     controller, _ = frozen
     model = controller.model
-    loaded, texts, ids, docs, queries = _export_and_embed(model, transform_graph, tmp_path)
+    loaded, texts, ids, docs, queries = trainer_testdata.export_and_embed(
+        model, transform_graph, tmp_path
+    )
     tensors, config = _checkpoint(bert_checkpoint)
     for i, t in enumerate(texts):
         reference = bert_testdata.reference_embedding(
@@ -374,7 +358,9 @@ def test_served_vectors_append_the_companions_and_export_keeps_them(
     score is 0.7 * the own cosine + 0.3 * the companion's."""
     _, mpnet_tensors = mpnet_companion
     model = with_companion.model
-    loaded, texts, ids, docs, queries = _export_and_embed(model, transform_graph, tmp_path)
+    loaded, texts, ids, docs, queries = trainer_testdata.export_and_embed(
+        model, transform_graph, tmp_path
+    )
     tensors, config = _checkpoint(bert_checkpoint)
     own_queries = model.own_query(ids).numpy()
     assert docs.shape == queries.shape == (2, 64)
@@ -457,7 +443,7 @@ def test_export_traces_each_tower_once(frozen, transform_graph, tmp_path, monkey
         return call(self, *args, **kwargs)
 
     monkeypatch.setattr(BertEncoder, "call", counted)
-    _export_and_embed(frozen[0].model, transform_graph, tmp_path)
+    trainer_testdata.export_and_embed(frozen[0].model, transform_graph, tmp_path)
     assert sorted(traces) == ["document_encoder", "encoder"]
 
 

@@ -14,10 +14,8 @@ import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the ops the exported tokenizer graph uses)
 import trainer_testdata
 
-from rankcore.constants import EMBED_DOC_SIGNATURE, EMBED_QUERY_SIGNATURE, EMBEDDING_OUTPUT
 from rankcore.encoders import hf_checkpoint
 from trainer_module import run_fn
-from trainer_module.export import export_serving_model
 
 STEPS = 6
 WEIGHT = 0.3  # the companion's (BERT's) share
@@ -81,16 +79,9 @@ def test_the_export_serves_mpnet_framed_as_sentence_transformers_and_the_compani
     sqrt(0.3) BERT's ([CLS] text [SEP])]; query vectors hold the trained MPNet tower's part."""
     controller, _ = trained
     model = controller.model
-    out = str(tmp_path / "serving")
-    export_serving_model(
-        model, transform_graph, trainer_testdata.MAX_Q, trainer_testdata.MAX_D, out, towers=True
+    loaded, texts, ids, docs, queries = trainer_testdata.export_and_embed(
+        model, transform_graph, tmp_path
     )
-    loaded = tf.saved_model.load(out)
-    texts = trainer_testdata.tokenize(transform_graph, ["w01 w02 w03", "w04 w05"])
-    width = max(len(t) for t in texts)
-    ids = tf.constant([t + [0] * (width - len(t)) for t in texts], tf.int64)
-    docs = loaded.signatures[EMBED_DOC_SIGNATURE](ids=ids)[EMBEDDING_OUTPUT].numpy()
-    queries = loaded.signatures[EMBED_QUERY_SIGNATURE](ids=ids)[EMBEDDING_OUTPUT].numpy()
     _, mpnet_tensors = mpnet
     bert = hf_checkpoint.read_checkpoint(bert_checkpoint)
     bert_config = json.loads(open(os.path.join(bert_checkpoint, "config.json")).read())

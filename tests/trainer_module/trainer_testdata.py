@@ -287,3 +287,20 @@ def make_controller(
         cfg.train_steps,
         doc_cache,
     )
+
+
+def export_and_embed(model, transform_graph: str, tmp_path):
+    """(the model exported with its tower signatures and loaded, two texts' ids as lists and
+    padded, their document and query vectors through its embed signatures)."""
+    from rankcore.constants import EMBED_DOC_SIGNATURE, EMBED_QUERY_SIGNATURE, EMBEDDING_OUTPUT
+    from trainer_module.export import export_serving_model
+
+    out = str(tmp_path / "serving")
+    export_serving_model(model, transform_graph, MAX_Q, MAX_D, out, towers=True)
+    loaded = tf.saved_model.load(out)
+    texts = tokenize(transform_graph, ["w01 w02 w03", "w04 w05"])
+    width = max(len(t) for t in texts)
+    ids = tf.constant([t + [0] * (width - len(t)) for t in texts], tf.int64)
+    docs = loaded.signatures[EMBED_DOC_SIGNATURE](ids=ids)[EMBEDDING_OUTPUT].numpy()
+    queries = loaded.signatures[EMBED_QUERY_SIGNATURE](ids=ids)[EMBEDDING_OUTPUT].numpy()
+    return loaded, texts, ids, docs, queries
