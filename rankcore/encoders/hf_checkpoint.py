@@ -178,21 +178,31 @@ class BertCheckpoint:
 
     @property
     def id_offset(self) -> int:
-        """Where the WordPiece vocabulary starts in vocab.txt: 0 for BERT; for MPNet the id of
-        [PAD], after its four special tokens."""
-        if self.arch.model_type != "mpnet":
-            return 0
-        if "[PAD]" not in self.vocab:
-            raise ValueError(f"mpnet checkpoint {self.directory}: vocab.txt has no [PAD]")
-        return self.vocab.index("[PAD]")
+        """Where the WordPiece vocabulary starts in vocab.txt (wordpiece_offset)."""
+        return wordpiece_offset(self.vocab, self.arch.model_type, self.directory)
 
     @property
     def wordpiece_vocab(self) -> list[str]:
-        """The tokens WordPiece ids index ([PAD] = 0): vocab.txt without MPNet's specials."""
-        vocab = self.vocab[self.id_offset :]
-        while vocab and vocab[-1] in MPNET_SPECIALS:
-            vocab = vocab[:-1]
-        return vocab
+        """The tokens WordPiece ids index (wordpiece_part)."""
+        return wordpiece_part(self.vocab, self.arch.model_type, self.directory)
+
+
+def wordpiece_offset(vocab: list[str], model_type: str, directory: str) -> int:
+    """Where the WordPiece vocabulary starts in a checkpoint's vocab.txt: 0 for BERT; for MPNet
+    the id of [PAD], after its four special tokens."""
+    if model_type != "mpnet":
+        return 0
+    if "[PAD]" not in vocab:
+        raise ValueError(f"mpnet checkpoint {directory}: vocab.txt has no [PAD]")
+    return vocab.index("[PAD]")
+
+
+def wordpiece_part(vocab: list[str], model_type: str, directory: str) -> list[str]:
+    """The tokens WordPiece ids index ([PAD] = 0): vocab.txt without MPNet's specials."""
+    part = vocab[wordpiece_offset(vocab, model_type, directory) :]
+    while part and part[-1] in MPNET_SPECIALS:
+        part = part[:-1]
+    return part
 
 
 CHECKPOINT_FILES = ("config.json", "model.safetensors", "vocab.txt")
@@ -234,9 +244,8 @@ def read_vocab_file(directory: str) -> list[str]:
 def read_wordpiece_vocab(directory: str) -> list[str]:
     """The checkpoint's WordPiece vocabulary (BertCheckpoint.wordpiece_vocab: vocab.txt without
     MPNet's specials), from its config.json and vocab.txt only (the weights stay unread)."""
-    return BertCheckpoint(
-        directory, read_architecture(directory), read_vocab_file(directory), {}
-    ).wordpiece_vocab
+    model_type = read_architecture(directory).model_type
+    return wordpiece_part(read_vocab_file(directory), model_type, directory)
 
 
 def read_architecture(directory: str) -> BertArchitecture:

@@ -4,9 +4,9 @@ real tokens (`[CLS]` and `[SEP]` included, as its attention mask includes them),
 a (query, document) score is the dot product of the two vectors, their cosine.
 
 The single definition of that embedding: the Trainer's dual encoder (trainer_module/models/
-dual_encoder.py) calls `frame_single` and `mean_pool` in its graph, and RankingDataGen's dense
-retrieval (hybrid candidates, components/ranking_datagen/dense.py) runs `SentenceEncoder`, the
-checkpoint's encoder as it is (zero-shot), over the whole corpus.
+dual_encoder.py) calls `framer` (`frame_single` for BERT) and `mean_pool` in its graph, and
+RankingDataGen's dense retrieval (hybrid candidates, components/ranking_datagen/dense.py) runs
+`SentenceEncoder`, the checkpoint's encoder as it is (zero-shot), over the whole corpus.
 
 An MPNet checkpoint (all-mpnet-base-v2, which sentence-transformers runs the same way: mean
 pooling, L2-normalised) frames a text as `<s> text </s>`, pads with `<pad>` and counts positions

@@ -47,7 +47,7 @@ import tensorflow as tf
 from rankcore.encoders import hf_checkpoint
 from rankcore.encoders.bert import BertEncoder
 from rankcore.encoders.hf_checkpoint import BertArchitecture
-from rankcore.encoders.sentence import frame_single, framer, mean_pool
+from rankcore.encoders.sentence import framer, mean_pool
 from trainer_module.config import DualEncoderConfig
 from trainer_module.models.encoder_model import EncoderModel, open_model_checkpoint
 
@@ -68,13 +68,14 @@ class DualEncoder(EncoderModel):
         companion: hf_checkpoint.BertCheckpoint | None = None,
         frozen_documents: bool = False,
         companion_weight: float = 0.5,
-        frame: Callable | None = None,
+        *,
+        frame: Callable,
         **kwargs,
     ):
         super().__init__(arch, cfg, cls_id, sep_id, seed, **kwargs)
         # The checkpoint's framing of one text (sentence.framer: [CLS] text [SEP] for BERT, MPNet's
-        # <s> text </s> at its own ids); [CLS] / [SEP] at the ids given without one.
-        self._frame = frame or (lambda ids: frame_single(ids, cls_id, sep_id))
+        # <s> text </s> at its own ids).
+        self._frame = frame
         # Mean pooling reads no pooler: the checkpoint's pooler (if any) stays unloaded.
         self.encoder = BertEncoder(
             arch, self.hidden_dropout, self.attention_dropout, self.rng, False, name="encoder"
@@ -212,7 +213,7 @@ def build_dual_encoder(
         companion,
         frozen_documents,
         companion_weight,
-        framer(checkpoint, "dual_encoder"),
+        frame=framer(checkpoint, "dual_encoder"),
         name="dual_encoder",
     )
     model.create_variables()
