@@ -13,16 +13,23 @@ arenas rather than returning it to the system.
 glibc's `malloc_trim(0)` (through ctypes: no library exposes it; on another C library the
 collection alone). Both run on what the component no longer references, so its outputs and
 the process's own state are untouched.
+
+A full collection traverses every object the collector tracks, and after TensorFlow, Beam and
+TFX are imported that is about 0.9 million objects that are never garbage: about 0.5 s per
+collection on 2 cores, before a component adds its own. `frozen_heap` (around the local DAG
+run) moves what is alive before the run into the permanent generation (`gc.freeze`), which no
+collection traverses, and back when the run ends.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import functools
 import gc
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 F = TypeVar("F", bound=Callable[..., object])
@@ -63,3 +70,17 @@ def released_after(do: F) -> F:
             _log.debug("released %d unreachable objects after %s", found, do.__qualname__)
 
     return wrapped  # type: ignore[return-value]
+
+
+@contextlib.contextmanager
+def frozen_heap() -> Iterator[None]:
+    """While the block runs, the objects alive when it starts (after a full collection, so no
+    garbage among them) are out of every collection's reach (gc.freeze); afterwards they are
+    collectable again (gc.unfreeze), so a process that runs several pipelines (the tests) does
+    not keep what an earlier one dropped. What the block creates is collected as before."""
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()

@@ -40,6 +40,7 @@ if __name__ == "__main__" and "tfx.tools.cli.handler.base_handler" not in sys.mo
 
 from tfx import v1 as tfx  # noqa: E402
 
+from components import process_memory  # noqa: E402
 from pipelines import demo_data  # noqa: E402
 from pipelines.config import PipelineConfig, load_config  # noqa: E402
 from pipelines.pipeline import create_pipeline  # noqa: E402
@@ -107,7 +108,10 @@ def run(
     pipeline = build_pipeline(config)
     if console is not None:
         console.total = len(pipeline.components)
-    (runner or tfx.orchestration.LocalDagRunner()).run(pipeline)
+    # The imported libraries' objects out of the collections each component's release runs
+    # (components/process_memory.py).
+    with process_memory.frozen_heap():
+        (runner or tfx.orchestration.LocalDagRunner()).run(pipeline)
 
 
 if __name__ == "__main__":  # inside `tfx pipeline create` (see the top of this file)

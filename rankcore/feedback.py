@@ -41,10 +41,19 @@ from __future__ import annotations
 import numpy as np
 
 # The settings' predicates and one list's scores, shared with the served graph.
-from rankcore.ranking import OFF, from_fused, is_on, moves_documents, moves_query, rank_list
+from rankcore.ranking import (
+    OFF,
+    from_fused,
+    is_on,
+    moves_documents,
+    moves_query,
+    nearest_candidates,
+    rank_list,
+)
 
 __all__ = [
     "DOCS_GRID",
+    "Lists",
     "NEIGHBOURS_GRID",
     "OFF",
     "SOURCES",
@@ -141,16 +150,50 @@ def rescore(
     (`is_on` false) `run` is returned as it is."""
     if not is_on(settings):
         return run
-    out: Run = {}
-    for qid, docs in run.items():
-        fs = first_stage.get(qid, {})
-        order = first_stage_order(fs, docs)
-        scores = rank_list(
-            vectors[("q", qid)],
-            np.array([vectors[("d", d)] for d in order]),
-            np.array([fs[d] for d in order if d in fs], np.float64),
-            settings,
-            alpha,
-        )
-        out[qid] = dict(zip(order, (float(s) for s in scores)))
-    return out
+    return Lists(run, first_stage, vectors).rescore(settings, alpha)
+
+
+class Lists:
+    """`run`'s candidate lists prepared once for rescoring under many settings (the Trainer's
+    grid: 28 settings x 21 alphas per dev split): each query's candidates in first-stage order
+    as rows of one matrix of the distinct documents' vectors, and each list's nearest
+    candidates for each neighbour count, computed once. `rescore` gives what `rescore` above
+    gives, to the bit: the same vectors through the same `rank_list`."""
+
+    def __init__(self, run: Run, first_stage: Run, vectors: Vectors):
+        self.run = run
+        docids = sorted({d for docs in run.values() for d in docs})
+        row = {d: i for i, d in enumerate(docids)}
+        self.matrix = np.array([vectors[("d", d)] for d in docids])
+        # (qid, candidates in first-stage order, their rows, query vector, first-stage scores)
+        self.lists = []
+        for qid, docs in run.items():
+            fs = first_stage.get(qid, {})
+            order = first_stage_order(fs, docs)
+            self.lists.append(
+                (
+                    qid,
+                    order,
+                    np.array([row[d] for d in order], np.int64),
+                    vectors[("q", qid)],
+                    np.array([fs[d] for d in order if d in fs], np.float64),
+                )
+            )
+        self._nearest: dict[tuple[str, int], np.ndarray] = {}
+
+    def rescore(self, settings: dict | None, alpha: float | None = None) -> Run:
+        """The run under `settings` (feedback.rescore)."""
+        if not is_on(settings):
+            return self.run
+        out: Run = {}
+        for qid, order, rows, query, fs in self.lists:
+            docs = self.matrix[rows]
+            nearest = None
+            if moves_documents(settings):
+                key = (qid, int(settings["neighbours"]))
+                if key not in self._nearest:
+                    self._nearest[key] = nearest_candidates(docs, key[1])
+                nearest = self._nearest[key]
+            scores = rank_list(query, docs, fs, settings, alpha, nearest=nearest)
+            out[qid] = dict(zip(order, scores.tolist()))
+        return out

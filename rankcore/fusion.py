@@ -23,7 +23,7 @@ from collections.abc import Callable
 import numpy as np
 
 # One query's arrays: min-max normalisation and fusion, numpy by default (rankcore/ranking.py).
-from rankcore.ranking import fuse, minmax
+from rankcore.ranking import fuse, fuse_normalised, minmax
 
 __all__ = [
     "ALPHA_GRID",
@@ -49,16 +49,32 @@ FUSION_FILE = "assets.extra/fusion.json"
 def fuse_run(reranker: Run, first_stage: Run, alpha: float) -> Run:
     """Fused run over the reranker's candidates. A candidate the first stage did not return
     (it cannot happen for datagen's examples) raises rather than being silently dropped."""
-    out: Run = {}
+    return _fused(_normalised(reranker, first_stage), alpha)
+
+
+# Per query: (qid, its candidates sorted, the reranker's and the first stage's scores of them
+# min-max normalised): `fuse` before alpha, so a grid of alphas normalises each list once.
+_Normalised = list[tuple[str, list[str], np.ndarray, np.ndarray]]
+
+
+def _normalised(reranker: Run, first_stage: Run) -> _Normalised:
+    out = []
     for qid, docs in reranker.items():
         docids = sorted(docs)
         fs = first_stage.get(qid, {})
         missing = [d for d in docids if d not in fs]
         if missing:
             raise ValueError(f"fusion: query {qid!r}: no first-stage score for {missing[:3]}")
-        fused = fuse(np.array([docs[d] for d in docids]), np.array([fs[d] for d in docids]), alpha)
-        out[qid] = dict(zip(docids, (float(v) for v in fused)))
+        reranked = minmax(np.array([docs[d] for d in docids]))
+        out.append((qid, docids, reranked, minmax(np.array([fs[d] for d in docids]))))
     return out
+
+
+def _fused(lists: _Normalised, alpha: float) -> Run:
+    return {
+        qid: dict(zip(docids, fuse_normalised(reranked, fs, alpha).tolist()))
+        for qid, docids, reranked, fs in lists
+    }
 
 
 def tune_alpha(
@@ -70,8 +86,11 @@ def tune_alpha(
     """The grid alpha maximising metric_fn(fused dev run); ties go to the larger alpha.
     `reranker` is a run, or a function of alpha giving one (a reranker whose scores depend on
     the alpha, as feedback from the fused first pass does). Returns (alpha, {alpha: metric})."""
-    run_at = reranker if callable(reranker) else lambda _: reranker
-    values = {alpha: metric_fn(fuse_run(run_at(alpha), first_stage, alpha)) for alpha in grid}
+    if callable(reranker):
+        values = {alpha: metric_fn(fuse_run(reranker(alpha), first_stage, alpha)) for alpha in grid}
+    else:
+        lists = _normalised(reranker, first_stage)
+        values = {alpha: metric_fn(_fused(lists, alpha)) for alpha in grid}
     best = max(values.items(), key=lambda kv: (kv[1], kv[0]))
     return best[0], values
 

@@ -161,7 +161,12 @@ def minmax(scores: Any, xp: Any = NUMPY) -> Any:
 
 def fuse(reranker: Any, first_stage: Any, alpha: float, xp: Any = NUMPY) -> Any:
     """One query's fused scores (candidates in the same order in both arrays)."""
-    return alpha * minmax(reranker, xp) + (1.0 - alpha) * minmax(first_stage, xp)
+    return fuse_normalised(minmax(reranker, xp), minmax(first_stage, xp), alpha)
+
+
+def fuse_normalised(reranker: Any, first_stage: Any, alpha: float) -> Any:
+    """`fuse` of two lists already min-max normalised: a grid of alphas normalises once."""
+    return alpha * reranker + (1.0 - alpha) * first_stage
 
 
 def normalise(x: Any, xp: Any = NUMPY) -> Any:
@@ -176,6 +181,16 @@ def _mean(x: Any, axis: int, n: Any, xp: Any) -> Any:
     return xp.sum(x, axis) / xp.count(xp.maximum(n, 1))
 
 
+def nearest_candidates(docs: Any, neighbours: int, xp: Any = NUMPY) -> Any:
+    """[N, n] the indices of each candidate's `neighbours` most similar other candidates (n:
+    at most N - 1), most similar first; a stable sort keeps the earlier candidate first among
+    equals. They depend on the list and n only: a grid of settings computes them once."""
+    d = xp.float64(docs)
+    n = xp.minimum(int(neighbours), xp.maximum(xp.length(d) - 1, 0))
+    sims = xp.fill_diagonal(xp.gram(d), -np.inf)
+    return xp.argsort_descending(sims)[:, :n]
+
+
 def rank_list(
     query: Any,
     docs: Any,
@@ -183,20 +198,21 @@ def rank_list(
     settings: Mapping | None,
     alpha: float | None = None,
     xp: Any = NUMPY,
+    nearest: Any = None,
 ) -> Any:
     """One list's scores (float64) with feedback (rankcore/feedback.py): `docs` [N, H] in
     first-stage order, the first len(`first_stage`) of them with those first-stage scores (only
     those can be feedback documents). `alpha`: the model's fusion alpha, needed when the
-    feedback is `from: fused`."""
+    feedback is `from: fused`. `nearest`: nearest_candidates(docs, settings' neighbours), when
+    the caller has them already."""
     q = xp.float64(query)
     d = xp.float64(docs)
     count, num_scored = xp.length(d), xp.length(first_stage)
     settings = settings or OFF
     if moves_documents(settings):
         n = xp.minimum(int(settings["neighbours"]), xp.maximum(count - 1, 0))
-        sims = xp.fill_diagonal(xp.gram(d), -np.inf)
-        # Most similar first; a stable sort keeps the earlier candidate first among equals.
-        nearest = xp.argsort_descending(sims)[:, :n]
+        if nearest is None:
+            nearest = nearest_candidates(d, settings["neighbours"], xp)
         moved = normalise(
             d + settings["neighbour_weight"] * _mean(xp.take(d, nearest), 1, n, xp), xp
         )

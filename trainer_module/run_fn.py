@@ -112,9 +112,14 @@ def choose_fusion(
         }[feedback_cfg.mode]
     )
     vectors = {key: vector for key, (_, vector) in (dev.vectors or {}).items()}
+    lists = None  # the dev lists prepared once for every setting tried (feedback.Lists)
 
     def rescored(setting: dict, alpha: float | None = None) -> dict:
-        return feedback.rescore(dev.run, dev.first_stage, vectors, setting, alpha)
+        nonlocal lists
+        if not feedback.is_on(setting):
+            return dev.run
+        lists = lists or feedback.Lists(dev.run, dev.first_stage, vectors)
+        return lists.rescore(setting, alpha)
 
     setting, tuned, grid = _best_setting(settings, rescored, dev.first_stage, metric)
     alpha = fusion.fusion_alpha(fusion_cfg.mode, fusion_cfg.alpha, tuned)

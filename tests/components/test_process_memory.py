@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import weakref
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -67,6 +68,45 @@ def test_release_reports_what_it_collected(collector_off: None) -> None:
     for _ in range(3):
         _Cycle()
     assert process_memory.release() >= 3
+
+
+def test_a_frozen_heap_keeps_old_objects_out_of_collections_and_frees_new_ones(
+    collector_off: None,
+) -> None:
+    """Inside frozen_heap what was alive before is in the permanent generation (no collection
+    traverses it) and a cycle made inside is still freed by release; afterwards the old
+    objects are collectable again."""
+    before = process_memory.frozen_heap()
+    old = _Cycle()
+    old_ref = weakref.ref(old)
+    with before:
+        assert gc.get_freeze_count() > 0
+        new_ref = weakref.ref(_Cycle())
+        del old
+        assert process_memory.release() >= 1
+        assert new_ref() is None
+        assert old_ref() is not None  # frozen: out of the collection's reach
+    assert gc.get_freeze_count() == 0
+    process_memory.release()
+    assert old_ref() is None
+
+
+def test_the_local_run_runs_in_a_frozen_heap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pipelines import local_runner
+
+    monkeypatch.setenv("RANKPIPE_OUTPUTS", str(tmp_path))
+
+    seen: list[int] = []
+
+    class Runner:
+        def run(self, pipeline: object) -> None:
+            seen.append(gc.get_freeze_count())
+
+    local_runner.run(local_runner.load_config("demo", []), runner=Runner())
+    assert seen and seen[0] > 0
+    assert gc.get_freeze_count() == 0
 
 
 def _executor_class(row: component_table.ComponentRow) -> type:

@@ -123,3 +123,33 @@ def test_the_fused_grid_takes_every_settings_feedback_from_the_fused_first_pass(
     assert [{**g, "from": "first_stage"} for g in grid[1:]] == feedback.grid()[1:]
     with pytest.raises(ValueError, match="must be one of first_stage, fused"):
         feedback.setting(3, 0.5, source="dense")
+
+
+def _lists_case() -> tuple[dict, dict, dict]:
+    """Queries of 1, 2, 7 and 40 candidates over shared documents, first-stage ties and a
+    candidate without a first-stage score."""
+    rng = np.random.default_rng(3)
+    docs = {f"d{i}": _unit(rng.normal(size=8)).astype(np.float32) for i in range(60)}
+    vectors = {("d", d): v for d, v in docs.items()}
+    run, first = {}, {}
+    for i, n in enumerate((1, 2, 7, 40)):
+        qid = f"q{i}"
+        vectors[("q", qid)] = _unit(rng.normal(size=8)).astype(np.float32)
+        chosen = [f"d{j}" for j in rng.choice(60, n, replace=False)]
+        run[qid] = {d: float(vectors[("q", qid)] @ docs[d]) for d in chosen}
+        first[qid] = {d: float(np.round(rng.normal(), 1)) for d in chosen[: max(1, n - 1)]}
+    return run, first, vectors
+
+
+def test_lists_prepared_once_rescore_every_setting_as_rescore_does_to_the_bit():
+    """The Trainer's grid rescores one feedback.Lists under every setting (its nearest
+    candidates computed once per neighbour count): each equals a fresh feedback.rescore."""
+    run, first, vectors = _lists_case()
+    lists = feedback.Lists(run, first, vectors)
+    for source in feedback.SOURCES:
+        # Each setting twice (the second from the cache), and other neighbour counts.
+        others = [feedback.setting(2, 1.0, n, 0.5, source) for n in (1, 3, 50)]
+        for setting in [*feedback.grid(source), *others] * 2:
+            for alpha in (0.0, 0.35, 1.0):
+                want = feedback.rescore(run, first, vectors, setting, alpha)
+                assert lists.rescore(setting, alpha) == want

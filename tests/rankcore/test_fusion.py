@@ -53,3 +53,16 @@ def test_tune_alpha_picks_the_best_grid_alpha_larger_on_ties() -> None:
 @pytest.mark.parametrize(("mode", "want"), [("none", None), ("fixed", 0.3), ("tuned", 0.65)])
 def test_fusion_alpha_by_mode(mode: str, want: float | None) -> None:
     assert fusion.fusion_alpha(mode, 0.3, 0.65) == want
+
+
+def test_tune_alpha_fuses_each_alpha_as_fuse_run_does_to_the_bit() -> None:
+    """tune_alpha normalises each list once for the whole grid: the run it scores at each
+    alpha is fuse_run's, to the bit."""
+    rng = np.random.default_rng(0)
+    reranker = {f"q{i}": {f"d{j}": float(rng.normal()) for j in range(i + 1)} for i in range(5)}
+    first = {q: {d: float(np.round(rng.normal(), 1)) for d in docs} for q, docs in reranker.items()}
+    seen: list[dict] = []
+    alpha, grid = fusion.tune_alpha(reranker, first, lambda run: seen.append(run) or 0.0)
+    assert len(seen) == len(fusion.ALPHA_GRID) == len(grid)
+    for a, run in zip(fusion.ALPHA_GRID, seen):
+        assert run == fusion.fuse_run(reranker, first, a)
