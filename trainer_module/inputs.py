@@ -271,24 +271,43 @@ def trim_query_padding(batch: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
     return {**batch, "query": query[:, :width]}
 
 
+def parse_eval_batch(records: tf.Tensor, max_query_length: int, max_doc_length: int) -> dict:
+    """A batch of serialized dev/test groups (n = 1) -> one candidate per row: query [b, Lq]
+    and doc [b, Ld] padded to the batch's longest, the rest [b]. Vectorized as
+    parse_train_batch (one parse_example per batch; per record, parse_group's ops were most of
+    reading a Trainer's candidate lists); equal to parse_group per record + padded_batch."""
+    ex = tf.io.parse_example(records, FEATURE_SPEC)
+
+    def first(rows: tf.RaggedTensor) -> tf.Tensor:  # each group's first (only) candidate's
+        return tf.gather(rows.values, rows.row_starts())
+
+    def first_of(key: str) -> tf.Tensor:
+        return first(tf.RaggedTensor.from_sparse(ex[key]))
+
+    lengths = tf.RaggedTensor.from_sparse(ex[fmt.DOC_LENGTHS])
+    docs = tf.RaggedTensor.from_nested_row_lengths(
+        tf.RaggedTensor.from_sparse(ex[fmt.DOC_IDS]).flat_values,
+        [lengths.row_lengths(), lengths.flat_values],
+    )
+    return {
+        "qid": ex[fmt.QID],
+        "docid": first_of(fmt.DOCIDS),
+        "query": tf.RaggedTensor.from_sparse(ex[fmt.QUERY_IDS])[:, :max_query_length].to_tensor(0),
+        "doc": first(docs)[:, :max_doc_length].to_tensor(0),
+        "label": first_of(fmt.LABELS),
+        "judged": first_of(fmt.JUDGED),
+        "first_stage_score": first_of(fmt.FIRST_STAGE_SCORES),
+    }
+
+
 def make_eval_dataset(
     file_patterns: list[str], batch_size: int, max_query_length: int, max_doc_length: int
 ) -> tf.data.Dataset:
     """Dev/test groups (n = 1) in file order, flattened to one candidate per element."""
-    ds = _records(expand_patterns(file_patterns))
+    ds = _records(expand_patterns(file_patterns)).batch(batch_size)
     ds = ds.map(
-        lambda r: parse_group(r, max_query_length, max_doc_length),
+        lambda r: parse_eval_batch(r, max_query_length, max_doc_length),
         num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=True,
     )
-    ds = ds.map(
-        lambda x: {
-            "qid": x["qid"],
-            "docid": x["docids"][0],
-            "query": x["query"],
-            "doc": x["docs"][0],
-            "label": x["labels"][0],
-            "judged": x["judged"][0],
-            "first_stage_score": x["first_stage_scores"][0],
-        }
-    )
-    return ds.padded_batch(batch_size).prefetch(tf.data.AUTOTUNE)
+    return ds.prefetch(tf.data.AUTOTUNE)

@@ -66,6 +66,43 @@ def test_eval_dataset_flattens_candidates(examples_dir):
     assert set(batch["judged"].numpy()) <= {0, 1}
 
 
+@pytest.mark.parametrize("batch_size", [1, 3, 16])
+def test_eval_batch_parsing_equals_per_record_parsing(examples_dir, batch_size):
+    """make_eval_dataset's vectorized parsing gives exactly what parse_group per record, its
+    first candidate and padded_batch gave: cut and padded alike, in file order."""
+    records = trainer_testdata.read_records(trainer_testdata.split_pattern(examples_dir, "dev")[0])
+    records = records[:20] + [  # a cut query and doc, an empty document, a one-id query
+        trainer_testdata.group_example("q", [5, 6, 7, 8], ["a"], [list(range(10, 19))], [1.0], [1]),
+        trainer_testdata.group_example("r", [9], ["c"], [[]], [2.0], [0]),
+    ]
+    lq, ld = 3, 6
+    got = [
+        inputs.parse_eval_batch(tf.constant(records[i : i + batch_size]), lq, ld)
+        for i in range(0, len(records), batch_size)
+    ]
+    want = (
+        tf.data.Dataset.from_tensor_slices(records)
+        .map(lambda r: inputs.parse_group(r, lq, ld))
+        .map(
+            lambda x: {
+                "qid": x["qid"],
+                "docid": x["docids"][0],
+                "query": x["query"],
+                "doc": x["docs"][0],
+                "label": x["labels"][0],
+                "judged": x["judged"][0],
+                "first_stage_score": x["first_stage_scores"][0],
+            }
+        )
+        .padded_batch(batch_size)
+    )
+    for g, w in zip(got, want, strict=True):
+        assert g.keys() == w.keys()
+        for key in w:
+            assert g[key].dtype == w[key].dtype
+            np.testing.assert_array_equal(g[key].numpy(), w[key].numpy(), err_msg=key)
+
+
 @pytest.mark.parametrize("static", [False, True])
 def test_batch_parsing_equals_per_record_parsing(examples_dir, static):
     """The vectorized train parsing gives exactly parse_group + padded_batch's batches."""
