@@ -78,8 +78,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         name="fusion-alpha-ignored",
         promise="fusion is alpha * reranker + (1 - alpha) * first stage at the carried alpha",
         file="rankcore/ranking.py",
-        find="    return alpha * minmax(reranker, xp) + (1.0 - alpha) * minmax(first_stage, xp)",
-        replace="    return 0.5 * minmax(reranker, xp) + 0.5 * minmax(first_stage, xp)",
+        find="    return alpha * reranker + (1.0 - alpha) * first_stage",
+        replace="    return 0.5 * reranker + 0.5 * first_stage",
         tests=("tests/rankcore/test_fusion.py",),
     ),
     Mutation(
