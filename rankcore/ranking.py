@@ -181,12 +181,17 @@ def _mean(x: Any, axis: int, n: Any, xp: Any) -> Any:
     return xp.sum(x, axis) / xp.count(xp.maximum(n, 1))
 
 
+def _neighbour_count(neighbours: int, count: Any, xp: Any) -> Any:
+    """How many neighbours a list of `count` candidates gives each: at most count - 1."""
+    return xp.minimum(int(neighbours), xp.maximum(count - 1, 0))
+
+
 def nearest_candidates(docs: Any, neighbours: int, xp: Any = NUMPY) -> Any:
     """[N, n] the indices of each candidate's `neighbours` most similar other candidates (n:
     at most N - 1), most similar first; a stable sort keeps the earlier candidate first among
     equals. They depend on the list and n only: a grid of settings computes them once."""
     d = xp.float64(docs)
-    n = xp.minimum(int(neighbours), xp.maximum(xp.length(d) - 1, 0))
+    n = _neighbour_count(neighbours, xp.length(d), xp)
     sims = xp.fill_diagonal(xp.gram(d), -np.inf)
     return xp.argsort_descending(sims)[:, :n]
 
@@ -210,7 +215,7 @@ def rank_list(
     count, num_scored = xp.length(d), xp.length(first_stage)
     settings = settings or OFF
     if moves_documents(settings):
-        n = xp.minimum(int(settings["neighbours"]), xp.maximum(count - 1, 0))
+        n = _neighbour_count(settings["neighbours"], count, xp)
         if nearest is None:
             nearest = nearest_candidates(d, settings["neighbours"], xp)
         moved = normalise(

@@ -70,6 +70,16 @@ def parse_group(record: tf.Tensor, max_query_length: int, max_doc_length: int) -
 _TRAIN_SPEC = fmt.spec(fmt.QUERY_IDS, fmt.DOC_IDS, fmt.DOC_LENGTHS, fmt.LABELS)
 
 
+def _ragged_docs(ex: dict) -> tf.RaggedTensor:
+    """A parsed batch's documents [b, (n), (L)]: DOC_IDS is each group's tokens concatenated,
+    DOC_LENGTHS their lengths per candidate."""
+    lengths = tf.RaggedTensor.from_sparse(ex[fmt.DOC_LENGTHS])
+    return tf.RaggedTensor.from_nested_row_lengths(
+        tf.RaggedTensor.from_sparse(ex[fmt.DOC_IDS]).flat_values,
+        [lengths.row_lengths(), lengths.flat_values],
+    )
+
+
 def parse_train_batch(
     records: tf.Tensor,
     max_query_length: int,
@@ -86,11 +96,7 @@ def parse_train_batch(
     """
     ex = tf.io.parse_example(records, _TRAIN_SPEC)
     query = tf.RaggedTensor.from_sparse(ex[fmt.QUERY_IDS])[:, :max_query_length]
-    lengths = tf.RaggedTensor.from_sparse(ex[fmt.DOC_LENGTHS])
-    doc_ids = tf.RaggedTensor.from_sparse(ex[fmt.DOC_IDS])
-    docs = tf.RaggedTensor.from_nested_row_lengths(
-        doc_ids.flat_values, [lengths.row_lengths(), lengths.flat_values]
-    )[:, :, :max_doc_length]
+    docs = _ragged_docs(ex)[:, :, :max_doc_length]
     labels = tf.RaggedTensor.from_sparse(ex[fmt.LABELS])
     if static_shapes:
         b = records.shape[0]  # static with drop_remainder
@@ -284,11 +290,7 @@ def parse_eval_batch(records: tf.Tensor, max_query_length: int, max_doc_length: 
     def first_of(key: str) -> tf.Tensor:
         return first(tf.RaggedTensor.from_sparse(ex[key]))
 
-    lengths = tf.RaggedTensor.from_sparse(ex[fmt.DOC_LENGTHS])
-    docs = tf.RaggedTensor.from_nested_row_lengths(
-        tf.RaggedTensor.from_sparse(ex[fmt.DOC_IDS]).flat_values,
-        [lengths.row_lengths(), lengths.flat_values],
-    )
+    docs = _ragged_docs(ex)
     return {
         "qid": ex[fmt.QID],
         "docid": first_of(fmt.DOCIDS),

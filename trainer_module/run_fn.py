@@ -111,16 +111,15 @@ def choose_fusion(
             "none": [dict(feedback.OFF)],
         }[feedback_cfg.mode]
     )
-    vectors = {key: vector for key, (_, vector) in (dev.vectors or {}).items()}
-    lists = None  # the dev lists prepared once for every setting tried (feedback.Lists)
 
+    # The dev lists prepared once for every setting tried; with every setting off there is
+    # nothing to rescore (and no vectors to prepare).
     def rescored(setting: dict, alpha: float | None = None) -> dict:
-        nonlocal lists
-        if not feedback.is_on(setting):
-            return dev.run
-        lists = lists or feedback.Lists(dev.run, dev.first_stage, vectors)
-        return lists.rescore(setting, alpha)
+        return dev.run
 
+    if any(feedback.is_on(setting) for setting in settings):
+        vectors = {key: vector for key, (_, vector) in (dev.vectors or {}).items()}
+        rescored = feedback.Lists(dev.run, dev.first_stage, vectors).rescore
     setting, tuned, grid = _best_setting(settings, rescored, dev.first_stage, metric)
     alpha = fusion.fusion_alpha(fusion_cfg.mode, fusion_cfg.alpha, tuned)
     run = rescored(setting, alpha)
