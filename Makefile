@@ -1,6 +1,6 @@
 # The two commands of the README. Both set everything up first (scripts/setup.sh is a no-op
 # when .venv already matches requirements.lock).
-.PHONY: setup setup-system demo test lint lock lock-gpu image image-gpu image-test bench bench-metrics bench-evaluator bench-datagen bench-trainer bench-kfp bench-kfp-spec bench-replicas bench-quality bench-speed bench-floor bench-overhead pretrained mutations
+.PHONY: setup setup-system demo test lint lock lock-gpu image image-gpu image-test bench bench-metrics bench-evaluator bench-datagen bench-trainer bench-kfp bench-kfp-spec bench-replicas bench-quality bench-speed bench-floor bench-gpu bench-overhead pretrained mutations
 
 setup:
 	@./scripts/setup.sh
@@ -96,6 +96,15 @@ bench-speed: bench-floor
 
 bench-floor: pretrained
 	.venv/bin/python tests/benchmarks/bench_floor.py
+
+# rankpipe on an NVIDIA GPU in one go (docs/speed.md "On a GPU"): the GPU, the GPU image
+# seeing it, MiniLM fine-tuning in bfloat16 with its MFU, `rankpipe run cranfield` against its
+# floor. Installs requirements-gpu.lock's CUDA wheels into .venv when nvidia-smi finds a GPU;
+# exits 2 on a machine without one. ARGS: bench_gpu.py's options (--build-image, --outputs ...).
+bench-gpu: pretrained
+	@if nvidia-smi -L >/dev/null 2>&1; then .venv/bin/uv pip install --quiet \
+	  --python .venv/bin/python --no-deps --require-hashes -r requirements-gpu.lock; fi
+	.venv/bin/python tests/benchmarks/bench_gpu.py $(ARGS)
 
 # Issue 16 items 3-4: each component's own cost on `rankpipe run demo` and `cranfield`, before
 # (BEFORE=<git rev>) and after, and the evaluator's scoring with 1 vs 2 workers and 1x vs 4x

@@ -255,6 +255,82 @@ def floor_parts(work: dict, rate: dict, arch: dict) -> dict[str, list[tuple[floa
     }
 
 
+def report(
+    wall: float,
+    peak_rss: int,
+    kept: int,
+    root: Path,
+    seconds: dict[str, list[float]],
+    work: dict,
+    rate: dict,
+    arch: dict,
+    in_run_rates: dict[str, float],
+) -> dict:
+    """Prints the run's table (each component's floor, seconds and ratio) and the encoding
+    passes against the plain loop; returns the same figures (--json)."""
+    parts_of = floor_parts(work, rate, arch)
+    p = work["trainer_precision"]
+    print()
+    print(
+        f"`rankpipe run cranfield` as shipped: {wall:.0f} s wall, peak RSS "
+        f"{human_size(peak_rss)}, {human_size(kept)} kept under {root}; Trainer precision "
+        f"{p}, corpus "
+        + ", ".join(f"{encoder_name(d)} {prec}" for d, (prec, _) in work["corpus"].items())
+    )
+    print()
+    print("| component | runs | GFLOP | floor s | pipeline s | ratio |")
+    print("|---|---:|---:|---:|---:|---:|")
+    total_floor = 0.0
+    components = {}
+    for name in sorted(seconds, key=lambda n: -sum(seconds[n])):
+        spent = sum(seconds[name])
+        parts = next((v for k, v in parts_of.items() if name.endswith(k)), [])
+        gflop = sum(f for f, _ in parts) / 1e9
+        floor_s = sum(f / r for f, r in parts)
+        total_floor += floor_s
+        ratio = f"{spent / floor_s:.2f}x" if floor_s else "(no encoder)"
+        components[name] = {
+            "runs": len(seconds[name]),
+            "gflop": gflop,
+            "floor_s": floor_s,
+            "seconds": spent,
+        }
+        print(
+            f"| {name} | {len(seconds[name])} | {gflop:.0f} | {floor_s:.1f} | {spent:.0f} | "
+            f"{ratio} |"
+        )
+    print(
+        f"| whole run (process wall) | | | {total_floor:.1f} | {wall:.0f} | "
+        f"{wall / total_floor:.2f}x |"
+    )
+    print()
+    print("encoding passes inside the CorpusEncoder (its log's texts/s) against the plain loop:")
+    passes = {}
+    for d, (prec, texts) in work["corpus"].items():
+        plain = rate[("docs", d, prec)] / (flops(texts, arch[d]) / len(texts))
+        inside = in_run_rates.get(d)
+        passes[encoder_name(d)] = {
+            "precision": prec,
+            "plain_texts_per_s": plain,
+            "run_texts_per_s": inside,
+        }
+        note = f"{plain / inside:.2f}x" if inside else "(no progress line found)"
+        print(
+            f"  {encoder_name(d)}: plain loop {plain:.1f} texts/s, in the run "
+            f"{inside or float('nan'):.1f} texts/s: {note}"
+        )
+    return {
+        "wall_s": wall,
+        "peak_rss_bytes": peak_rss,
+        "kept_bytes": kept,
+        "trainer_precision": p,
+        "components": components,
+        "floor_s": total_floor,
+        "ratio": wall / total_floor,
+        "encoding_passes": passes,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--outputs", help="RANKPIPE_OUTPUTS for the run (default: a temp dir)")
@@ -262,6 +338,7 @@ def main() -> None:
     parser.add_argument(
         "--reuse", action="store_true", help="measure the run already under --outputs again"
     )
+    parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
     outputs = Path(args.outputs or tempfile.mkdtemp(prefix="bench-floor-"))
     cfg = load_config("cranfield")
@@ -284,44 +361,9 @@ def main() -> None:
     minilm, mpnet = installed_minilm_dir(), installed_mpnet_dir()
     arch = {d: hf_checkpoint.read_checkpoint(d).arch for d in (minilm, mpnet)}
     rate = plain_loops(work, cfg)
-    parts_of = floor_parts(work, rate, arch)
-    p = work["trainer_precision"]
-    print()
-    print(
-        f"`rankpipe run cranfield` as shipped: {wall:.0f} s wall, peak RSS "
-        f"{human_size(peak_rss)}, {human_size(kept)} kept under {root}; Trainer precision "
-        f"{p}, corpus "
-        + ", ".join(f"{encoder_name(d)} {prec}" for d, (prec, _) in work["corpus"].items())
-    )
-    print()
-    print("| component | runs | GFLOP | floor s | pipeline s | ratio |")
-    print("|---|---:|---:|---:|---:|---:|")
-    total_floor = 0.0
-    for name in sorted(seconds, key=lambda n: -sum(seconds[n])):
-        spent = sum(seconds[name])
-        parts = next((v for k, v in parts_of.items() if name.endswith(k)), [])
-        gflop = sum(f for f, _ in parts) / 1e9
-        floor_s = sum(f / r for f, r in parts)
-        total_floor += floor_s
-        ratio = f"{spent / floor_s:.2f}x" if floor_s else "(no encoder)"
-        print(
-            f"| {name} | {len(seconds[name])} | {gflop:.0f} | {floor_s:.1f} | {spent:.0f} | "
-            f"{ratio} |"
-        )
-    print(
-        f"| whole run (process wall) | | | {total_floor:.1f} | {wall:.0f} | "
-        f"{wall / total_floor:.2f}x |"
-    )
-    print()
-    print("encoding passes inside the CorpusEncoder (its log's texts/s) against the plain loop:")
-    for d, (prec, texts) in work["corpus"].items():
-        plain = rate[("docs", d, prec)] / (flops(texts, arch[d]) / len(texts))
-        inside = in_run_rates.get(d)
-        note = f"{plain / inside:.2f}x" if inside else "(no progress line found)"
-        print(
-            f"  {encoder_name(d)}: plain loop {plain:.1f} texts/s, in the run "
-            f"{inside or float('nan'):.1f} texts/s: {note}"
-        )
+    figures = report(wall, peak_rss, kept, root, seconds, work, rate, arch, in_run_rates)
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=1))
     if not (args.keep or args.outputs):
         shutil.rmtree(outputs, ignore_errors=True)
 
