@@ -72,3 +72,37 @@ def test_podman_gets_the_gpu_through_the_toolkits_cdi_spec(tmp_path: Path) -> No
     assert why == ""
     engine, why = bench_gpu.gpu_engine({}.get, (str(cdi),))  # the spec, but no podman
     assert engine == [] and "NVIDIA Container Toolkit" in why
+
+
+def test_summary_of_a_gpu_run() -> None:
+    # bench_trainer.py's section 5 row and bench_floor.py's --json, as a GPU machine gives them.
+    found = {
+        "gpu": {
+            "nvidia_smi": bench_gpu.parse_nvidia_smi("NVIDIA H200, 143771 MiB, 580.159.03, 9.0"),
+            "tensorflow": ["/physical_device:GPU:0"],
+            "why_none": "",
+        },
+        "image": {"ran": True, "image": "rankpipe:src-x-gpu", "gpus": ["/physical_device:GPU:0"]},
+        "peak_tflops": 989.0,
+        "minilm": {
+            "gpu_minilm": {
+                "device": "NVIDIA H200",
+                "train_pairs_per_s": 5000.0,
+                "model_tflops_per_s": 123.4,
+                "mfu": 123.4 / 989.0,
+                "peak_device_mb": 2048.0,
+            }
+        },
+        "cranfield": {
+            "wall_s": 200.0,
+            "floor_s": 50.0,
+            "ratio": 4.0,
+            "trainer_precision": "mixed_bfloat16",
+            "components": {"RankingTrainer": {"seconds": 90.0}, "CorpusEncoder": {"seconds": 20.0}},
+        },
+    }
+    lines = bench_gpu.summary(found)
+    assert "NVIDIA H200, 143771 MiB, driver 580.159.03, compute capability 9.0" in lines[2]
+    assert "rankpipe:src-x-gpu: TensorFlow sees ['/physical_device:GPU:0']" in lines[3]
+    assert "5000 train pairs/s, 123.4 TFLOP/s, MFU 12.5% of 989.0 TFLOP/s" in lines[4]
+    assert "200 s (floor 50.0 s, 4.00x)" in lines[5] and "RankingTrainer 90 s" in lines[5]

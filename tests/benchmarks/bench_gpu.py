@@ -84,7 +84,7 @@ def parse_nvidia_smi(text: str) -> list[dict]:
 def nvidia_gpus() -> tuple[list[dict], str]:
     """(the GPUs nvidia-smi lists, why there are none)."""
     if shutil.which("nvidia-smi") is None:
-        return [], "nvidia-smi not found (no NVIDIA driver on this machine)"
+        return [], "nvidia-smi not found: no NVIDIA driver on this machine"
     query = "--query-gpu=name,memory.total,driver_version,compute_cap"
     proc = subprocess.run(
         ["nvidia-smi", query, "--format=csv,noheader"], capture_output=True, text=True, check=False
@@ -178,7 +178,8 @@ def summary(found: dict) -> list[str]:
         f"capability {g['compute_capability']}"
         for g in gpu["nvidia_smi"]
     )
-    lines.append(f"| 1. the GPU | {described or 'none'}; TensorFlow sees {gpu['tensorflow']} |")
+    described = described or f"none ({gpu['why_none']})"
+    lines.append(f"| 1. the GPU | {described}; TensorFlow sees {gpu['tensorflow']} |")
     image = found.get("image", {"ran": False, "why": "not reached"})
     seen = (
         f"{image.get('image')}: TensorFlow sees {image.get('gpus')}"
