@@ -217,8 +217,6 @@ def main() -> int:
     )
     ap.add_argument("--floor-reuse", type=Path, help="step 4: measure this kept run again")
     args = ap.parse_args()
-    outputs = args.outputs or Path(tempfile.mkdtemp(prefix="bench-gpu-"))
-    outputs.mkdir(parents=True, exist_ok=True)
     found: dict = {}
     gpus, why = nvidia_gpus()
     seen, error = tensorflow_gpus() if gpus else ([], "")
@@ -230,6 +228,8 @@ def main() -> int:
         print(f"nvidia-smi lists {gpus}, but TensorFlow sees no GPU: {error or 'no error'}")
         print("(`make bench-gpu` installs requirements-gpu.lock's CUDA wheels into .venv.)")
         return 1
+    outputs = args.outputs or Path(tempfile.mkdtemp(prefix="bench-gpu-"))
+    outputs.mkdir(parents=True, exist_ok=True)
     found["image"] = image_sees_gpu(args.build_image)
     name = gpus[0]["name"] if gpus else "CPU"
     found["peak_tflops"] = args.peak_tflops or peak_tflops(name) or float("nan")
