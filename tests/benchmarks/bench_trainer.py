@@ -43,10 +43,12 @@ Models are sized for 2 CPU cores (MODEL_CONFIGS), not for quality.
 from __future__ import annotations
 
 import argparse
+import atexit
 import dataclasses
 import importlib.util
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -834,7 +836,8 @@ def main() -> int:
         f"load average {os.getloadavg()[0]:.1f}"
     )
     results: dict = {}
-    tmp = tempfile.mkdtemp(prefix="bench-trainer-")
+    tmp = tempfile.mkdtemp(prefix="bench-trainer-")  # the sections' checkpoints and exports
+    atexit.register(shutil.rmtree, tmp, ignore_errors=True)  # gone however the run ends
     models = args.loop_models.split(",")
 
     if "1" not in skip:

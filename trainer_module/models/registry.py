@@ -130,6 +130,7 @@ def build_model(
     if cfg.model not in _REGISTRY:
         raise ValueError(f"trainer config: model must be one of {model_names()}, got {cfg.model}")
     model = _REGISTRY[cfg.model].build(cfg, vocab_size, vocab, max_query_length, max_doc_length)
-    dummy = tf.ones([1, 2], tf.int64)
-    model((dummy, dummy), training=False)  # create variables now, inside the caller's scope
+    if not model.built:  # a pretrained model's builder created (and loaded) them already
+        dummy = tf.ones([1, 2], tf.int64)
+        model((dummy, dummy), training=False)  # create variables now, inside the caller's scope
     return model

@@ -78,13 +78,12 @@ class FrozenDocuments(Recipe):
     def build_model(
         self, vocab_size: int, max_query_length: int, max_doc_length: int, vocab: list[str] | None
     ) -> keras.Model:
-        """The dual encoder with its frozen document tower (and companion)."""
-        import tensorflow as tf
-
+        """The dual encoder with its frozen document tower (and companion), its variables
+        created and loaded by build_dual_encoder in the caller's scope."""
         from trainer_module.models.dual_encoder import build_dual_encoder
 
         own = self.cfg.recipe.frozen_documents
-        model = build_dual_encoder(
+        return build_dual_encoder(
             self.cfg.dual_encoder,
             self.cfg.seed,
             vocab_size,
@@ -95,9 +94,6 @@ class FrozenDocuments(Recipe):
             companion_checkpoint_dir=own.companion_checkpoint_dir,
             companion_weight=own.companion_weight,
         )
-        dummy = tf.ones([1, 2], tf.int64)
-        model((dummy, dummy), training=False)  # create variables now, inside the caller's scope
-        return model
 
     def document_tower(self, max_doc_length: int, precision: str | None = None) -> DocumentTower:
         """The tower DualEncoder.embed_doc computes with frozen documents: the checkpoint's
