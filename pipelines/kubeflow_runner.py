@@ -126,13 +126,22 @@ def _leaves(value: Any, key: str):
 
 
 def check_cluster_paths(config: PipelineConfig, fmt: str = "yaml") -> None:
-    """Fails, naming the key, on anything the cluster could not use: a path of this machine, or a
-    storage scheme that the pipeline root or the components' own file access does not have."""
+    """Fails on anything the cluster could not use: a path of this machine, or a storage scheme
+    that the pipeline root or the components' own file access does not have. One ConfigError
+    names every such key, a line each, so a config is mended in one go, not one key a try."""
+    problems = cluster_path_problems(config, fmt)
+    if problems:
+        raise ConfigError("\n".join(problems))
+
+
+def cluster_path_problems(config: PipelineConfig, fmt: str = "yaml") -> list[str]:
+    """check_cluster_paths' problems, one line each naming the config file and the key."""
     where = "Vertex AI" if fmt == "vertex" else "Kubeflow"
     src = config.source
+    problems = []
     name = config.runner.pipeline_name
     if not _PIPELINE_NAME.fullmatch(name):
-        raise ConfigError(
+        problems.append(
             f"{src}: runner.pipeline_name: {name!r}: {where} needs lower-case letters, digits, "
             "'-' and '.', starting and ending with a letter or digit"
         )
@@ -141,7 +150,7 @@ def check_cluster_paths(config: PipelineConfig, fmt: str = "yaml") -> None:
     # (components/worker_dirs.py), after RankingDataGen's work: refuse here instead.
     beam_args = config.runner.beam.extra_args
     if not worker_dirs.workers_see_local_disk(beam_args):
-        raise ConfigError(
+        problems.append(
             f"{src}: runner.beam.extra_args: the Beam runner "
             f"{worker_dirs.describe_runner(beam_args)} runs workers outside the components' "
             f"pods, and on {where} StatisticsGen's and the RankingEvaluator's workers would "
@@ -158,12 +167,18 @@ def check_cluster_paths(config: PipelineConfig, fmt: str = "yaml") -> None:
         ("pusher.destination", config.pusher.destination, COMPONENT_SCHEMES),
     ):
         if not value.startswith(schemes):
-            raise ConfigError(
+            problems.append(
                 f"{src}: {key}: {value!r} is not a URI the cluster can write; on {where} use "
                 f"{', '.join(schemes)} (e.g. --set {key}={schemes[0]}BUCKET/...)"
             )
-    # Read by the components: storage TensorFlow opens in the image, or a path inside the image.
-    listed = ", ".join(COMPONENT_SCHEMES)
+    return problems + _read_path_problems(config, where)
+
+
+def _read_path_problems(config: PipelineConfig, where: str) -> list[str]:
+    """The values the components read that the cluster cannot: storage TensorFlow opens in the
+    image, or a path inside the image, is what they can."""
+    src, listed = config.source, ", ".join(COMPONENT_SCHEMES)
+    problems = []
     data = {k: v for k, v in dataclasses.asdict(config).items() if k != "source"}
     for key, value in _leaves(data, ""):
         if key in ("runner.pipeline_root", "pusher.destination") or not isinstance(value, str):
@@ -172,17 +187,18 @@ def check_cluster_paths(config: PipelineConfig, fmt: str = "yaml") -> None:
             continue  # paths inside the pod (secret mounts, env values), not files we read
         if "://" in value:
             if not value.startswith(COMPONENT_SCHEMES):
-                raise ConfigError(
+                problems.append(
                     f"{src}: {key}: {value!r}: the components open {listed} URIs or paths "
                     f"inside the image ({IMAGE_PROJECT_ROOT}/...); TensorFlow in the image has "
                     "no other filesystem"
                 )
         elif os.path.isabs(value) and not _in_image(value):
-            raise ConfigError(
+            problems.append(
                 f"{src}: {key}: {value!r} is a path on this machine, which the cluster cannot "
                 f"read; on {where} use a {listed} URI or a path inside the image "
                 f"({IMAGE_PROJECT_ROOT}/..., see deploy/README.md)"
             )
+    return problems
 
 
 def _machine_paths() -> list[str]:

@@ -52,6 +52,20 @@ def _tfx_staging_copies_removed():
         shutil.rmtree(Path(sdist).parents[3], ignore_errors=True)
 
 
+@pytest.fixture(autouse=True)
+def _tf_log_level_restored():
+    """A command run in process (`cli.main([...])`) sets TF_CPP_MIN_LOG_LEVEL for its own
+    start-up (cli.quiet_start_up); without this, every `rankpipe run` a later test starts in a
+    subprocess would inherit it, and its log file would lack TensorFlow's C++ lines, which
+    test_cli.py checks are there (it failed when test_kubeflow_runner.py ran first)."""
+    before = os.environ.get("TF_CPP_MIN_LOG_LEVEL")
+    yield
+    if before is None:
+        os.environ.pop("TF_CPP_MIN_LOG_LEVEL", None)
+    else:
+        os.environ["TF_CPP_MIN_LOG_LEVEL"] = before
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     """Real test collections: $RANKPIPE_SHARED_DATA, default <repo>/../shared/data.

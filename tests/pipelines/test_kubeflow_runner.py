@@ -464,6 +464,26 @@ def test_a_local_collection_path_is_a_config_error_naming_the_key(
     assert not (tmp_path / "p.yaml").exists()
 
 
+def test_every_key_the_cluster_cannot_use_is_named_in_one_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """A shipped config compiled as it is holds about ten paths of this machine: one error
+    names them all, each with its fix, instead of one key a try."""
+    argv = ["compile", "nfcorpus", "--output", str(tmp_path / "p.yaml")]
+    argv += ["--set", "runner.pipeline_root=/tmp/root"]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    config = load_config("nfcorpus", ["runner.pipeline_root=/tmp/root"], check_inputs=False)
+    data = {k: v for k, v in dataclasses.asdict(config).items() if k != "source"}
+    local = [k for k, v in kubeflow_runner._leaves(data, "") if isinstance(v, str) and v[:1] == "/"]
+    assert {"runner.pipeline_root", "collection.documents", "datagen.split.dev_qrels"} <= {*local}
+    for key in local:
+        assert f"nfcorpus.yaml: {key}: " in err, key
+        assert f"--set {key}=" in err or "make pretrained" in err, key
+    assert err.count("rankpipe: config error:") == 1
+    assert not (tmp_path / "p.yaml").exists()
+
+
 @pytest.mark.parametrize(
     ("setting", "fmt", "message"),
     [
