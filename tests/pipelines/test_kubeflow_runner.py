@@ -484,6 +484,47 @@ def test_every_key_the_cluster_cannot_use_is_named_in_one_error(
     assert not (tmp_path / "p.yaml").exists()
 
 
+# docs/kubeflow.md: the four variables the shipped configs take their paths from, set to bucket
+# prefixes on the compiling machine.
+BUCKET_ENV = {
+    "RANKPIPE_OUTPUTS": "gs://bucket/rankpipe",
+    "RANKPIPE_SHARED_DATA": "gs://bucket/data",
+    "RANKPIPE_MINILM": "gs://bucket/all-MiniLM-L6-v2",
+    "RANKPIPE_MPNET": "gs://bucket/all-mpnet-base-v2",
+}
+
+
+@pytest.mark.parametrize("config_name", SHIPPED)
+def test_four_variables_move_every_path_of_a_shipped_config_to_the_bucket(
+    config_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No shipped config holds a path of its own: set to bucket prefixes, the four variables
+    leave nothing the cluster cannot use, with no key overridden."""
+    for name, value in BUCKET_ENV.items():
+        monkeypatch.setenv(name, value)
+    config = load_config(config_name, [], check_inputs=False)
+    for fmt in ("yaml", "vertex"):
+        kubeflow_runner.check_cluster_paths(config, fmt)
+    data = {k: v for k, v in dataclasses.asdict(config).items() if k != "source"}
+    paths = [v for _, v in kubeflow_runner._leaves(data, "") if isinstance(v, str) and "/" in v]
+    assert paths and not machine_paths_in("\n".join(paths))
+
+
+def test_the_documented_bucket_compile_of_nfcorpus(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/kubeflow.md's command: the spec it writes reads and writes the bucket only."""
+    for name, value in BUCKET_ENV.items():
+        monkeypatch.setenv(name, value)
+    out = tmp_path / "rankpipe-nfcorpus.yaml"
+    argv = ["compile", "nfcorpus", "--output", str(out), "--set", "runner.image=REGISTRY/rankpipe"]
+    assert cli.main(argv) == 0
+    text = out.read_text()
+    assert not machine_paths_in(text), machine_paths_in(text)
+    for value in BUCKET_ENV.values():
+        assert value in text, value
+
+
 @pytest.mark.parametrize(
     ("setting", "fmt", "message"),
     [
