@@ -125,16 +125,21 @@ def _leaves(value: Any, key: str):
         yield key, value
 
 
+def _config_leaves(config: PipelineConfig):
+    """(dotted key, value) of every leaf of the config's keys (lists indexed: `a.b[0]`)."""
+    yield from _leaves({k: v for k, v in dataclasses.asdict(config).items() if k != "source"}, "")
+
+
 def check_cluster_paths(config: PipelineConfig, fmt: str = "yaml") -> None:
     """Fails on anything the cluster could not use: a path of this machine, or a storage scheme
     that the pipeline root or the components' own file access does not have. One ConfigError
     names every such key, a line each, so a config is mended in one go, not one key a try."""
-    problems = cluster_path_problems(config, fmt)
+    problems = _cluster_path_problems(config, fmt)
     if problems:
         raise ConfigError("\n".join(problems))
 
 
-def cluster_path_problems(config: PipelineConfig, fmt: str = "yaml") -> list[str]:
+def _cluster_path_problems(config: PipelineConfig, fmt: str = "yaml") -> list[str]:
     """check_cluster_paths' problems, one line each naming the config file and the key."""
     where = "Vertex AI" if fmt == "vertex" else "Kubeflow"
     src = config.source
@@ -179,8 +184,7 @@ def _read_path_problems(config: PipelineConfig, where: str) -> list[str]:
     image, or a path inside the image, is what they can."""
     src, listed = config.source, ", ".join(COMPONENT_SCHEMES)
     problems = []
-    data = {k: v for k, v in dataclasses.asdict(config).items() if k != "source"}
-    for key, value in _leaves(data, ""):
+    for key, value in _config_leaves(config):
         if key in ("runner.pipeline_root", "pusher.destination") or not isinstance(value, str):
             continue
         if key.startswith("runner.kubeflow."):

@@ -6,7 +6,6 @@ No component runs here (the compiled demo spec runs end to end in test_kfp_local
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import re
@@ -40,9 +39,8 @@ def cluster_overrides(config_name: str) -> list[str]:
     """CLUSTER, plus a gs:// URI for every other local path the config holds (vocabularies,
     checkpoints, runs, ...), found by walking the loaded config."""
     config = load_config(config_name, CLUSTER, check_inputs=False)
-    data = {k: v for k, v in dataclasses.asdict(config).items() if k != "source"}
     extra = []
-    for key, value in kubeflow_runner._leaves(data, ""):
+    for key, value in kubeflow_runner._config_leaves(config):
         if isinstance(value, str) and os.path.isabs(value) and "[" not in key:
             extra.append(f"{key}=gs://bucket/files/{key}")
     return CLUSTER + extra
@@ -474,8 +472,8 @@ def test_every_key_the_cluster_cannot_use_is_named_in_one_error(
     assert cli.main(argv) == 2
     err = capsys.readouterr().err
     config = load_config("nfcorpus", ["runner.pipeline_root=/tmp/root"], check_inputs=False)
-    data = {k: v for k, v in dataclasses.asdict(config).items() if k != "source"}
-    local = [k for k, v in kubeflow_runner._leaves(data, "") if isinstance(v, str) and v[:1] == "/"]
+    leaves = kubeflow_runner._config_leaves(config)
+    local = [k for k, v in leaves if isinstance(v, str) and v[:1] == "/"]
     assert {"runner.pipeline_root", "collection.documents", "datagen.split.dev_qrels"} <= {*local}
     for key in local:
         assert f"nfcorpus.yaml: {key}: " in err, key
@@ -494,28 +492,30 @@ BUCKET_ENV = {
 }
 
 
+@pytest.fixture
+def bucket_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in BUCKET_ENV.items():
+        monkeypatch.setenv(name, value)
+
+
 @pytest.mark.parametrize("config_name", SHIPPED)
+@pytest.mark.usefixtures("bucket_env")
 def test_four_variables_move_every_path_of_a_shipped_config_to_the_bucket(
-    config_name: str, monkeypatch: pytest.MonkeyPatch
+    config_name: str,
 ) -> None:
     """No shipped config holds a path of its own: set to bucket prefixes, the four variables
     leave nothing the cluster cannot use, with no key overridden."""
-    for name, value in BUCKET_ENV.items():
-        monkeypatch.setenv(name, value)
     config = load_config(config_name, [], check_inputs=False)
     for fmt in ("yaml", "vertex"):
         kubeflow_runner.check_cluster_paths(config, fmt)
-    data = {k: v for k, v in dataclasses.asdict(config).items() if k != "source"}
-    paths = [v for _, v in kubeflow_runner._leaves(data, "") if isinstance(v, str) and "/" in v]
+    leaves = kubeflow_runner._config_leaves(config)
+    paths = [v for _, v in leaves if isinstance(v, str) and "/" in v]
     assert paths and not machine_paths_in("\n".join(paths))
 
 
-def test_the_documented_bucket_compile_of_nfcorpus(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.mark.usefixtures("bucket_env")
+def test_the_documented_bucket_compile_of_nfcorpus(tmp_path: Path) -> None:
     """docs/kubeflow.md's command: the spec it writes reads and writes the bucket only."""
-    for name, value in BUCKET_ENV.items():
-        monkeypatch.setenv(name, value)
     out = tmp_path / "rankpipe-nfcorpus.yaml"
     argv = ["compile", "nfcorpus", "--output", str(out), "--set", "runner.image=REGISTRY/rankpipe"]
     assert cli.main(argv) == 0
